@@ -1,0 +1,163 @@
+"""The ``misbench`` command: one subcommand per job, plus ``tables`` and ``sql`` for analysts."""
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as dt
+import decimal
+import json
+import logging
+import sys
+from typing import Sequence
+
+from misbench.config import ConfigError, load_config, project_dir
+
+log = logging.getLogger("misbench")
+
+EXIT_OK = 0
+EXIT_ERROR = 2
+EXIT_TOO_MANY_REJECTS = 3
+
+
+def _common_options() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--profile", default="local",
+                        help="conf/<name>.yaml or a path to a YAML file (default: local)")
+    common.add_argument("--lake", metavar="DIR", help="lake root folder (overrides lake.root)")
+    common.add_argument("--set", dest="overrides", action="append", default=[],
+                        metavar="KEY=VALUE", help="override a setting, e.g. ingest.split_mb=32")
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _common_options()
+    parser = argparse.ArgumentParser(prog="misbench", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    ingest = commands.add_parser("ingest", parents=[common],
+                                 help="parse Wikidata JSON dumps into entities and triples")
+    ingest.add_argument("--dump", nargs="+", metavar="PATH",
+                        help="dump files or globs (.json, .json.bz2, .json.gz); "
+                             "default: the demo dump shipped with the project")
+    ingest.add_argument("--max-reject-rate", type=float, metavar="R",
+                        help="fraction of entity lines that may be rejected (default from config)")
+
+    commands.add_parser("tables", parents=[common], help="list the lake's tables")
+
+    sql = commands.add_parser("sql", parents=[common], help="run Spark SQL over the lake's tables")
+    sql.add_argument("query", help="SQL; tables are referred to by name, e.g. entities")
+    sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    return parser
+
+
+def _open(args):
+    from misbench.lake import open_lake
+    from misbench.spark import get_spark
+
+    overrides = list(args.overrides)
+    if args.lake:
+        overrides.append(f"lake.root={args.lake}")
+    if getattr(args, "max_reject_rate", None) is not None:
+        overrides.append(f"ingest.max_reject_rate={args.max_reject_rate}")
+    cfg = load_config(args.profile, overrides)
+    spark = get_spark(cfg)
+    return cfg, spark, open_lake(spark, cfg)
+
+
+def _cmd_ingest(args) -> int:
+    from misbench.ingest.job import run_ingest
+
+    cfg, spark, lake = _open(args)
+    dumps = args.dump or [str(project_dir() / cfg.get("ingest.default_dump"))]
+    report = run_ingest(spark, lake, cfg, dumps)
+    print(
+        f"ingest: {report.files} file(s) -> entities {report.entities}, "
+        f"triples {report.triples}, ingest_rejects {report.rejects} "
+        f"(lake: {lake.location('entities').rsplit('/', 1)[0]})"
+    )
+    if report.too_many_rejects:
+        print(
+            f"ingest: FAILED: {report.rejects} of {report.entities + report.rejects} entity lines "
+            f"rejected ({report.reject_rate:.4%}), above the allowed {report.max_reject_rate:.4%}. "
+            "Everything parsed and every reject were written; see table ingest_rejects "
+            "(misbench sql \"SELECT * FROM ingest_rejects\").",
+            file=sys.stderr,
+        )
+        return EXIT_TOO_MANY_REJECTS
+    return EXIT_OK
+
+
+def _cmd_tables(args) -> int:
+    _, _, lake = _open(args)
+    rows = [
+        {"table": t.name, "rows": t.rows, "version": t.version, "location": t.location}
+        for t in lake.tables()
+    ]
+    _print_rows(rows, ["table", "rows", "version", "location"], "table")
+    return EXIT_OK
+
+
+def _cmd_sql(args) -> int:
+    _, spark, lake = _open(args)
+    lake.register_views()
+    result = spark.sql(args.query)
+    columns = result.columns
+    rows = [row.asDict(recursive=True) for row in result.collect()]
+    _print_rows(rows, columns, args.format)
+    return EXIT_OK
+
+
+def _plain(value):
+    if isinstance(value, (dt.date, dt.datetime)):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, (bytes, bytearray)):
+        return value.hex()
+    return value
+
+
+def _print_rows(rows: list[dict], columns: Sequence[str], fmt: str) -> None:
+    out = sys.stdout
+    if fmt == "json":
+        out.write(json.dumps(rows, default=_plain, ensure_ascii=False) + "\n")
+        return
+    if fmt == "csv":
+        writer = csv.writer(out)
+        writer.writerow(columns)
+        for row in rows:
+            writer.writerow(
+                [json.dumps(v, default=_plain) if isinstance(v, (list, dict)) else _plain(v)
+                 for v in (row[c] for c in columns)]
+            )
+        return
+    text = [[("NULL" if v is None else str(_plain(v))) for v in (row[c] for c in columns)]
+            for row in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in text]) for i, c in enumerate(columns)]
+    out.write("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip() + "\n")
+    out.write("  ".join("-" * w for w in widths) + "\n")
+    for r in text:
+        out.write("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() + "\n")
+    out.write(f"({len(rows)} row{'s' if len(rows) != 1 else ''})\n")
+
+
+COMMANDS = {"ingest": _cmd_ingest, "tables": _cmd_tables, "sql": _cmd_sql}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    args = build_parser().parse_args(argv)
+    from pyspark.errors import AnalysisException
+
+    try:
+        return COMMANDS[args.command](args)
+    except (ConfigError, FileNotFoundError, KeyError, ValueError, AnalysisException) as exc:
+        # Errors in the user's input (config, paths, SQL): a message, not a traceback.
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        print(f"misbench {args.command}: error: {message}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

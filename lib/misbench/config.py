@@ -1,0 +1,111 @@
+"""Configuration: YAML profiles under conf/, merged base <- profile <- command-line overrides.
+
+A profile is a name (``local`` -> ``conf/local.yaml``) or a path to a YAML file. Settings are
+read with dotted keys (``cfg.get("ingest.max_reject_rate")``); code never embeds locations,
+thresholds or templates that a user may want to change.
+"""
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+
+_MISSING = object()
+
+
+class ConfigError(ValueError):
+    """A configuration file or override is invalid; the message names the culprit."""
+
+
+def conf_dir() -> Path:
+    """Where the YAML files live: $MISBENCH_CONF_DIR, ./conf, or the project's own conf/."""
+    candidates = []
+    if os.environ.get("MISBENCH_CONF_DIR"):
+        candidates.append(Path(os.environ["MISBENCH_CONF_DIR"]))
+    candidates.append(Path.cwd() / "conf")
+    candidates.append(Path(__file__).resolve().parents[2] / "conf")
+    for candidate in candidates:
+        if (candidate / "base.yaml").is_file():
+            return candidate
+    raise ConfigError(
+        "cannot find conf/base.yaml; run from the project folder or set MISBENCH_CONF_DIR"
+    )
+
+
+def project_dir() -> Path:
+    """The project root (parent of conf/): relative defaults such as the demo dump resolve here."""
+    return conf_dir().parent
+
+
+def load_yaml(path: Path) -> dict:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = yaml.safe_load(handle) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    return data
+
+
+def deep_merge(base: dict, override: dict) -> dict:
+    merged = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+class Config:
+    """Nested settings with dotted-key access."""
+
+    def __init__(self, data: dict, profile: str = "custom"):
+        self.data = data
+        self.profile = profile
+
+    def get(self, key: str, default: Any = _MISSING) -> Any:
+        node: Any = self.data
+        for part in key.split("."):
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            elif default is _MISSING:
+                raise ConfigError(f"missing setting '{key}' (profile {self.profile})")
+            else:
+                return default
+        return node
+
+    def with_overrides(self, assignments: Iterable[str]) -> "Config":
+        """Apply ``key.path=value`` strings; values are parsed as YAML (numbers, lists, null)."""
+        data = copy.deepcopy(self.data)
+        for assignment in assignments:
+            if "=" not in assignment:
+                raise ConfigError(f"override '{assignment}' is not of the form key.path=value")
+            key, raw = assignment.split("=", 1)
+            parts = key.strip().split(".")
+            if not all(parts):
+                raise ConfigError(f"override '{assignment}' has an empty key part")
+            node = data
+            for part in parts[:-1]:
+                node = node.setdefault(part, {})
+                if not isinstance(node, dict):
+                    raise ConfigError(f"override '{assignment}': '{part}' is not a section")
+            node[parts[-1]] = yaml.safe_load(raw)
+        return Config(data, self.profile)
+
+
+def load_config(profile: str = "local", overrides: Iterable[str] = ()) -> Config:
+    directory = conf_dir()
+    base = load_yaml(directory / "base.yaml")
+    profile_path = Path(profile)
+    if not profile_path.suffix:
+        profile_path = directory / f"{profile}.yaml"
+    if not profile_path.is_file():
+        known = sorted(p.stem for p in directory.glob("*.yaml") if p.stem != "base")
+        raise ConfigError(f"unknown profile '{profile}' (known: {', '.join(known)})")
+    data = deep_merge(base, load_yaml(profile_path))
+    return Config(data, profile_path.stem).with_overrides(overrides)

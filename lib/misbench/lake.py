@@ -1,0 +1,568 @@
+"""The lake: the one place that reads and writes tables.
+
+Stages never touch storage; the job runner hands them DataFrames read here and writes back
+what they return. Two backends produce real Delta tables:
+
+- ``delta_rs`` (embedded default, offline): Spark executors write Parquet data files straight
+  into the table folder and the driver commits them in one Delta transaction with delta-rs.
+  Reads follow the Delta log (``DeltaTable.file_uris()``), never a folder listing, which would
+  resurrect files that an overwrite removed.
+- ``spark_delta`` (Databricks, clusters with the Delta jars, Spark Connect servers such as
+  pysail): ``format("delta")`` reads and writes, SQL ``MERGE INTO`` for upserts. Tables are
+  Unity Catalog names ``catalog.schema.table`` when ``lake.catalog``/``lake.schema`` are set,
+  else folders under ``lake.root``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+import uuid
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Mapping, Sequence
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+
+from misbench.config import Config, ConfigError
+
+WRITE_MODES = ("overwrite", "append")
+_SAFE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SAFE_PARTITION_VALUE = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    name: str
+    rows: int | None
+    version: int | None
+    location: str
+
+
+class Lake(ABC):
+    """Read, write, upsert and list the project's Delta tables by logical name."""
+
+    def __init__(self, spark: SparkSession, known_tables: Sequence[str] = ()):
+        self.spark = spark
+        self.known_tables = list(known_tables)
+
+    @abstractmethod
+    def location(self, name: str) -> str:
+        """Where table ``name`` lives (a path or a catalog name)."""
+
+    @abstractmethod
+    def exists(self, name: str) -> bool: ...
+
+    @abstractmethod
+    def read(self, name: str) -> DataFrame: ...
+
+    @abstractmethod
+    def write(
+        self,
+        df: DataFrame,
+        name: str,
+        mode: str = "overwrite",
+        partition_by: Sequence[str] = (),
+        replace_partitions: Mapping[str, str] | None = None,
+    ) -> None:
+        """Write ``df`` as table ``name`` in one commit.
+
+        ``mode``: ``overwrite`` (the table becomes ``df``) or ``append``. With
+        ``replace_partitions`` (column -> value) an overwrite replaces only those partitions.
+        """
+
+    @abstractmethod
+    def upsert(self, df: DataFrame, name: str, keys: Sequence[str]) -> None:
+        """Insert rows of ``df`` whose key is new, replace rows whose key exists."""
+
+    @abstractmethod
+    def version(self, name: str) -> int | None: ...
+
+    @abstractmethod
+    def drop(self, name: str) -> None: ...
+
+    @abstractmethod
+    def discovered_tables(self) -> list[str]:
+        """Tables found in storage, known or not."""
+
+    def row_count(self, name: str) -> int:
+        return self.read(name).count()
+
+    def tables(self) -> list[TableInfo]:
+        names = sorted(set(self.discovered_tables()))
+        return [
+            TableInfo(name, self.row_count(name), self.version(name), self.location(name))
+            for name in names
+        ]
+
+    def register_views(self) -> list[str]:
+        """Expose every existing table as a temporary view named after it (for SQL)."""
+        names = sorted(set(self.discovered_tables()))
+        for name in names:
+            self.read(name).createOrReplaceTempView(name)
+        return names
+
+    @staticmethod
+    def _check(name: str, mode: str, partition_by: Sequence[str], replace_partitions) -> None:
+        if not _SAFE_NAME.match(name):
+            raise ValueError(f"table name '{name}' must be letters, digits and underscores")
+        if mode not in WRITE_MODES:
+            raise ValueError(f"write mode '{mode}' is not one of {WRITE_MODES}")
+        if replace_partitions:
+            if mode != "overwrite":
+                raise ValueError("replace_partitions only applies to mode='overwrite'")
+            unknown = set(replace_partitions) - set(partition_by)
+            if unknown:
+                raise ValueError(f"replace_partitions names non-partition columns {sorted(unknown)}")
+
+
+def open_lake(spark: SparkSession, cfg: Config) -> Lake:
+    backend = cfg.get("lake.backend")
+    known = list((cfg.get("tables", {}) or {}).keys())
+    if backend == "delta_rs":
+        return DeltaRsLake(spark, root=cfg.get("lake.root"), known_tables=known)
+    if backend == "spark_delta":
+        return SparkDeltaLake(
+            spark,
+            root=cfg.get("lake.root", None),
+            catalog=cfg.get("lake.catalog", None),
+            schema=cfg.get("lake.schema", None),
+            known_tables=known,
+        )
+    raise ConfigError(f"lake.backend '{backend}' is not one of delta_rs, spark_delta")
+
+
+# --------------------------------------------------------------------------------------------
+# delta-rs backend
+# --------------------------------------------------------------------------------------------
+
+ADD_ACTION_SCHEMA = (
+    "path string, size long, partition_values string, modification_time long, stats string"
+)
+
+
+class DeltaRsLake(Lake):
+    def __init__(self, spark: SparkSession, root: str, known_tables: Sequence[str] = ()):
+        super().__init__(spark, known_tables)
+        if "://" in root:
+            self.root = root.rstrip("/")
+        else:
+            self.root = str(Path(root).expanduser().resolve())
+
+    def location(self, name: str) -> str:
+        return f"{self.root}/{name}"
+
+    def _table(self, name: str):
+        from deltalake import DeltaTable
+
+        return DeltaTable(self.location(name))
+
+    def exists(self, name: str) -> bool:
+        from deltalake import DeltaTable
+
+        return DeltaTable.is_deltatable(self.location(name))
+
+    def version(self, name: str) -> int | None:
+        return self._table(name).version() if self.exists(name) else None
+
+    def spark_schema(self, name: str):
+        return from_arrow_schema(pa.schema(self._table(name).schema().to_arrow()))
+
+    def read(self, name: str) -> DataFrame:
+        if not self.exists(name):
+            raise KeyError(f"table '{name}' does not exist in the lake at {self.root}")
+        table = self._table(name)
+        schema = from_arrow_schema(pa.schema(table.schema().to_arrow()))
+        files = table.file_uris()
+        if not files:
+            return self.spark.createDataFrame([], schema)
+        # basePath makes Spark read partition columns from the folder names; the explicit
+        # schema keeps their declared types instead of inferring them from the values.
+        return (
+            self.spark.read.schema(schema)
+            .option("basePath", self.location(name))
+            .parquet(*files)
+        )
+
+    def row_count(self, name: str) -> int:
+        actions = pa.table(self._table(name).get_add_actions(flatten=True))
+        if "num_records" in actions.column_names and actions.num_rows:
+            counts = actions.column("num_records").to_pylist()
+            if all(count is not None for count in counts):
+                return int(sum(counts))
+        return super().row_count(name)
+
+    def discovered_tables(self) -> list[str]:
+        if "://" in self.root or not os.path.isdir(self.root):
+            return [name for name in self.known_tables if self.exists(name)]
+        return sorted(
+            entry
+            for entry in os.listdir(self.root)
+            if os.path.isdir(os.path.join(self.root, entry, "_delta_log"))
+        )
+
+    def drop(self, name: str) -> None:
+        import shutil
+
+        if "://" in self.root:
+            raise NotImplementedError("drop is only supported for local lake roots")
+        shutil.rmtree(self.location(name), ignore_errors=True)
+
+    def write(self, df, name, mode="overwrite", partition_by=(), replace_partitions=None):
+        from deltalake import DeltaTable, Schema
+        from deltalake.transaction import AddAction, create_table_with_add_actions
+
+        self._check(name, mode, partition_by, replace_partitions)
+        partition_by = list(partition_by)
+        arrow_schema = to_arrow_schema(df.schema)
+        delta_schema = Schema.from_arrow(arrow_schema)
+        uri = self.location(name)
+        writer = _parquet_file_writer(uri, partition_by, arrow_schema)
+        rows = df.mapInArrow(writer, ADD_ACTION_SCHEMA).collect()
+        actions = [
+            AddAction(
+                row.path,
+                row.size,
+                json.loads(row.partition_values),
+                row.modification_time,
+                True,
+                row.stats,
+            )
+            for row in rows
+        ]
+        if not self.exists(name):
+            create_table_with_add_actions(
+                uri, delta_schema, actions, mode="error", partition_by=partition_by or None
+            )
+            return
+        table = DeltaTable(uri)
+        same_layout = (
+            pa.schema(table.schema().to_arrow()).equals(pa.schema(delta_schema.to_arrow()))
+            and list(table.metadata().partition_columns) == partition_by
+        )
+        if mode == "overwrite" and not replace_partitions and not same_layout:
+            # A full overwrite may change the schema or the partitioning.
+            create_table_with_add_actions(
+                uri, delta_schema, actions, mode="overwrite", partition_by=partition_by or None
+            )
+            return
+        if not same_layout:
+            raise ValueError(
+                f"cannot {mode} into '{name}': its schema or partitioning differs from the data"
+            )
+        filters = None
+        if replace_partitions:
+            filters = [(column, "=", str(value)) for column, value in replace_partitions.items()]
+        table.create_write_transaction(
+            actions, mode, delta_schema, partition_by=partition_by or None, partition_filters=filters
+        )
+
+    def upsert(self, df, name, keys):
+        if not keys:
+            raise ValueError("upsert needs at least one key column")
+        if not self.exists(name):
+            self.write(df, name, mode="overwrite")
+            return
+        predicate = " AND ".join(f"target.`{key}` = source.`{key}`" for key in keys)
+        source = df.toArrow()
+        (
+            self._table(name)
+            .merge(source, predicate, source_alias="source", target_alias="target")
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .execute()
+        )
+
+
+def _parquet_file_writer(table_uri: str, partition_by: list[str], arrow_schema: pa.Schema):
+    """A mapInArrow function: write each task's rows as Parquet files under ``table_uri``
+    (Hive-style partition folders) and yield one Delta add action per file."""
+    max_rows_per_file = 2_000_000
+
+    def write_files(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow.compute as pc
+        import pyarrow.fs as pafs
+
+        filesystem, base_path = pafs.FileSystem.from_uri(table_uri)
+        data_schema = pa.schema([f for f in arrow_schema if f.name not in partition_by])
+        open_files: dict[tuple, _OpenFile] = {}
+        finished: list[dict] = []
+
+        def close(key: tuple) -> None:
+            finished.append(open_files.pop(key).close(filesystem, base_path))
+
+        for batch in batches:
+            table = pa.Table.from_batches([batch], schema=arrow_schema)
+            if partition_by:
+                groups = table.group_by(partition_by, use_threads=False).aggregate([]).to_pylist()
+            else:
+                groups = [{}]
+            for group in groups:
+                part = table
+                for column, value in group.items():
+                    values = part.column(column)
+                    part = part.filter(
+                        pc.is_null(values) if value is None else pc.equal(values, value)
+                    )
+                key = tuple(str(group[c]) if group[c] is not None else None for c in partition_by)
+                if key not in open_files:
+                    open_files[key] = _OpenFile(
+                        filesystem, base_path, dict(zip(partition_by, key)), data_schema
+                    )
+                open_files[key].write(part.select(data_schema.names))
+                if open_files[key].rows >= max_rows_per_file:
+                    close(key)
+        for key in list(open_files):
+            close(key)
+        if finished:
+            yield pa.RecordBatch.from_pylist(finished, schema=_ADD_ACTION_ARROW)
+
+    return write_files
+
+_ADD_ACTION_ARROW = pa.schema(
+    [
+        ("path", pa.string()),
+        ("size", pa.int64()),
+        ("partition_values", pa.string()),
+        ("modification_time", pa.int64()),
+        ("stats", pa.string()),
+    ]
+)
+
+
+class _OpenFile:
+    """One Parquet data file being written, with the statistics Delta keeps for it."""
+
+    _ROW_GROUP_BYTES = 64 * 1024 * 1024
+
+    def __init__(self, filesystem, base_path: str, partition: dict, schema: pa.Schema):
+        import pyarrow.parquet as pq
+
+        folder = "/".join(f"{column}={_partition_folder(value)}" for column, value in partition.items())
+        name = f"part-{uuid.uuid4().hex}.snappy.parquet"
+        self.relative_path = f"{folder}/{name}" if folder else name
+        self.partition = partition
+        full_path = f"{base_path}/{self.relative_path}"
+        filesystem.create_dir(full_path.rsplit("/", 1)[0], recursive=True)
+        self.writer = pq.ParquetWriter(
+            full_path, schema, compression="snappy", filesystem=filesystem
+        )
+        self.stats = _FileStats(schema)
+        self.rows = 0
+        self.pending: list[pa.Table] = []
+        self.pending_bytes = 0
+
+    def write(self, table: pa.Table) -> None:
+        # Input batches can be small (a few hundred rows); buffer them so that row groups
+        # stay large enough for efficient scans.
+        if table.num_rows:
+            self.pending.append(table)
+            self.pending_bytes += table.nbytes
+            self.rows += table.num_rows
+            if self.pending_bytes >= self._ROW_GROUP_BYTES:
+                self._flush()
+
+    def _flush(self) -> None:
+        if self.pending:
+            table = pa.concat_tables(self.pending)
+            self.writer.write_table(table)
+            self.stats.update(table)
+            self.pending, self.pending_bytes = [], 0
+
+    def close(self, filesystem, base_path: str) -> dict:
+        self._flush()
+        self.writer.close()
+        info = filesystem.get_file_info(f"{base_path}/{self.relative_path}")
+        return {
+            "path": self.relative_path,
+            "size": info.size,
+            "partition_values": json.dumps(self.partition),
+            "modification_time": int(time.time() * 1000),
+            "stats": json.dumps(self.stats.as_delta(self.rows)),
+        }
+
+
+def _partition_folder(value: str | None) -> str:
+    if value is None:
+        return "__HIVE_DEFAULT_PARTITION__"
+    if not _SAFE_PARTITION_VALUE.match(value):
+        raise ValueError(f"partition value {value!r} must be letters, digits, '.', '_' or '-'")
+    return value
+
+
+class _FileStats:
+    """Delta per-file statistics (numRecords, min/max, null counts) for flat columns; they let
+    readers skip files, e.g. triples of other properties."""
+
+    _MAX_STRING = 64
+
+    def __init__(self, schema: pa.Schema):
+        self.columns = [
+            field.name
+            for field in schema
+            if pa.types.is_integer(field.type)
+            or pa.types.is_floating(field.type)
+            or pa.types.is_string(field.type)
+            or pa.types.is_boolean(field.type)
+            or pa.types.is_date(field.type)
+            or pa.types.is_timestamp(field.type)
+        ]
+        self.minimum: dict = {}
+        self.maximum: dict = {}
+        self.nulls: dict = {name: 0 for name in self.columns}
+        self.unbounded: set = set()
+
+    def update(self, table: pa.Table) -> None:
+        import pyarrow.compute as pc
+
+        for name in self.columns:
+            column = table.column(name)
+            self.nulls[name] += column.null_count
+            if name in self.unbounded or column.null_count == len(column):
+                continue
+            bounds = pc.min_max(column)
+            low, high = bounds["min"].as_py(), bounds["max"].as_py()
+            if isinstance(low, str) and (
+                len(low) > self._MAX_STRING or len(high) > self._MAX_STRING
+            ):
+                # Long strings would need truncation rules; leaving them out is always correct.
+                self.unbounded.add(name)
+                self.minimum.pop(name, None)
+                self.maximum.pop(name, None)
+                continue
+            self.minimum[name] = low if name not in self.minimum else min(self.minimum[name], low)
+            self.maximum[name] = high if name not in self.maximum else max(self.maximum[name], high)
+
+    def as_delta(self, rows: int) -> dict:
+        def encode(value):
+            if hasattr(value, "isoformat"):
+                text = value.isoformat()
+                return text.replace("+00:00", "Z") if "T" in text else text
+            return value
+
+        return {
+            "numRecords": rows,
+            "minValues": {k: encode(v) for k, v in self.minimum.items()},
+            "maxValues": {k: encode(v) for k, v in self.maximum.items()},
+            "nullCount": self.nulls,
+        }
+
+
+# --------------------------------------------------------------------------------------------
+# Spark-native Delta backend
+# --------------------------------------------------------------------------------------------
+
+
+class SparkDeltaLake(Lake):
+    def __init__(
+        self,
+        spark: SparkSession,
+        root: str | None = None,
+        catalog: str | None = None,
+        schema: str | None = None,
+        known_tables: Sequence[str] = (),
+    ):
+        super().__init__(spark, known_tables)
+        if not root and not schema:
+            raise ConfigError("spark_delta lake needs lake.root or lake.catalog + lake.schema")
+        self.by_name = bool(schema)
+        self.namespace = ".".join(f"`{part}`" for part in (catalog, schema) if part)
+        if root and "://" not in root:
+            root = str(Path(root).expanduser().resolve())
+        self.root = (root or "").rstrip("/")
+
+    def location(self, name: str) -> str:
+        return f"{self.namespace}.`{name}`" if self.by_name else f"{self.root}/{name}"
+
+    def _sql_target(self, name: str) -> str:
+        return self.location(name) if self.by_name else f"delta.`{self.location(name)}`"
+
+    def exists(self, name: str) -> bool:
+        if self.by_name:
+            return self.spark.catalog.tableExists(self.location(name).replace("`", ""))
+        try:
+            self.spark.read.format("delta").load(self.location(name)).schema
+            return True
+        except Exception:  # noqa: BLE001 - any engine's "not a Delta table" error
+            return False
+
+    def read(self, name: str) -> DataFrame:
+        if self.by_name:
+            return self.spark.read.table(self.location(name))
+        return self.spark.read.format("delta").load(self.location(name))
+
+    def write(self, df, name, mode="overwrite", partition_by=(), replace_partitions=None):
+        self._check(name, mode, partition_by, replace_partitions)
+        writer = df.write.format("delta").mode(mode)
+        if partition_by:
+            writer = writer.partitionBy(*partition_by)
+        if replace_partitions:
+            condition = " AND ".join(
+                f"`{column}` = '{_sql_string(value)}'" for column, value in replace_partitions.items()
+            )
+            writer = writer.option("replaceWhere", condition)
+        elif mode == "overwrite":
+            writer = writer.option("overwriteSchema", "true")
+        if self.by_name:
+            writer.saveAsTable(self.location(name).replace("`", ""))
+        else:
+            writer.save(self.location(name))
+
+    def upsert(self, df, name, keys):
+        if not keys:
+            raise ValueError("upsert needs at least one key column")
+        if not self.exists(name):
+            self.write(df, name, mode="overwrite")
+            return
+        view = f"misbench_upsert_{uuid.uuid4().hex[:12]}"
+        df.createOrReplaceTempView(view)
+        condition = " AND ".join(f"target.`{key}` = source.`{key}`" for key in keys)
+        self.spark.sql(
+            f"MERGE INTO {self._sql_target(name)} AS target USING {view} AS source "
+            f"ON {condition} WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
+        )
+
+    def version(self, name: str) -> int | None:
+        try:
+            row = self.spark.sql(f"DESCRIBE HISTORY {self._sql_target(name)} LIMIT 1").first()
+            return int(row["version"]) if row else None
+        except Exception:  # noqa: BLE001 - engines without DESCRIBE HISTORY (pysail)
+            pass
+        if not self.by_name:
+            try:  # the Delta log itself says it, wherever delta-rs can read the path
+                from deltalake import DeltaTable
+
+                return DeltaTable(self.location(name)).version()
+            except Exception:  # noqa: BLE001
+                return None
+        return None
+
+    def drop(self, name: str) -> None:
+        if self.by_name:
+            self.spark.sql(f"DROP TABLE IF EXISTS {self.location(name)}")
+            return
+        if "://" in self.root:
+            raise NotImplementedError("drop of path tables on remote storage: remove the folder")
+        import shutil
+
+        shutil.rmtree(self.location(name), ignore_errors=True)
+
+    def discovered_tables(self) -> list[str]:
+        if self.by_name:
+            rows = self.spark.sql(f"SHOW TABLES IN {self.namespace}").collect()
+            return [row["tableName"] for row in rows if not row["isTemporary"]]
+        if "://" not in self.root and os.path.isdir(self.root):
+            return sorted(
+                entry
+                for entry in os.listdir(self.root)
+                if os.path.isdir(os.path.join(self.root, entry, "_delta_log"))
+            )
+        return [name for name in self.known_tables if self.exists(name)]
+
+
+def _sql_string(value) -> str:
+    return str(value).replace("\\", "\\\\").replace("'", "\\'")

@@ -1,0 +1,66 @@
+"""Shared fixtures: one local Spark session for the test run, a fresh lake per test, the real
+Wikidata slice from ../shared/data."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+PROJECT = Path(__file__).resolve().parents[1]
+SHARED_DATA = PROJECT.parent / "shared" / "data"
+SLICE_JSON = SHARED_DATA / "wikidata-dump-slice-49.json"
+SLICE_BZ2 = SHARED_DATA / "wikidata-dump-slice-49.json.bz2"
+
+# Facts of the real slice, counted independently (see ../shared/data/README.md).
+SLICE_ENTITIES = 49
+SLICE_VALUE_TRIPLES = 4277
+SLICE_ENTITY_VALUED = 1965
+
+
+def require_slice() -> None:
+    if not SLICE_JSON.is_file():
+        pytest.fail(f"the real Wikidata slice is missing: {SLICE_JSON}")
+
+
+@pytest.fixture(scope="session")
+def test_config_overrides(tmp_path_factory):
+    return [
+        "spark.master=local[2]",
+        "spark.conf.spark.sql.shuffle.partitions=4",
+        "spark.conf.spark.driver.memory=2g",
+        f"lake.root={tmp_path_factory.mktemp('lake-default')}",
+    ]
+
+
+@pytest.fixture(scope="session")
+def cfg(test_config_overrides):
+    from misbench.config import load_config
+
+    return load_config("local", test_config_overrides)
+
+
+@pytest.fixture(scope="session")
+def spark(cfg):
+    from misbench.spark import get_spark
+
+    session = get_spark(cfg)
+    yield session
+    session.stop()
+
+
+@pytest.fixture()
+def lake_root(tmp_path) -> Path:
+    return tmp_path / "lake"
+
+
+@pytest.fixture()
+def lake(spark, lake_root):
+    from misbench.lake import DeltaRsLake
+
+    return DeltaRsLake(spark, root=str(lake_root))
+
+
+@pytest.fixture()
+def run_cfg(cfg, lake_root):
+    return cfg.with_overrides([f"lake.root={lake_root}"])

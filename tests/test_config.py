@@ -1,0 +1,48 @@
+"""Profiles, overrides and their errors."""
+import pytest
+
+from misbench.config import ConfigError, load_config
+
+
+def test_profiles_merge_over_base_and_overrides_win():
+    local = load_config("local")
+    assert local.get("lake.backend") == "delta_rs"
+    assert local.get("ingest.languages") == ["en"]  # from base.yaml
+    databricks = load_config("databricks")
+    assert databricks.get("lake.backend") == "spark_delta"
+    assert databricks.get("lake.catalog") == "main"
+    tuned = local.with_overrides(["ingest.max_reject_rate=0.05", "ingest.languages=[en, de]",
+                                  "spark.master=null"])
+    assert tuned.get("ingest.max_reject_rate") == 0.05
+    assert tuned.get("ingest.languages") == ["en", "de"]
+    assert tuned.get("spark.master") is None
+    assert local.get("ingest.max_reject_rate") == 0.001  # the original is unchanged
+
+
+def test_profile_may_be_a_file(tmp_path):
+    own = tmp_path / "mine.yaml"
+    own.write_text("lake:\n  root: /data/lake\ningest:\n  split_mb: 64\n")
+    cfg = load_config(str(own))
+    assert cfg.get("lake.root") == "/data/lake" and cfg.get("ingest.split_mb") == 64
+    assert cfg.get("ingest.languages") == ["en"]
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: load_config("nope"), "unknown profile 'nope'"),
+        (lambda: load_config("local", ["ingest.split_mb"]), "not of the form"),
+        (lambda: load_config("local", ["ingest.split_mb.x=1"]), "is not a section"),
+        (lambda: load_config("local").get("ingest.nothing"), "missing setting 'ingest.nothing'"),
+    ],
+)
+def test_errors_name_the_culprit(call, message):
+    with pytest.raises(ConfigError, match=message):
+        call()
+
+
+def test_invalid_yaml_is_reported_with_its_file(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("lake: [unclosed\n")
+    with pytest.raises(ConfigError, match="bad.yaml: not valid YAML"):
+        load_config(str(bad))

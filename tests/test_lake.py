@@ -1,0 +1,115 @@
+"""The lake's contract, run against both backends on real Delta tables:
+delta-rs under local Spark, and Spark-native Delta through a Spark Connect server (pysail)."""
+import os
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+from misbench.lake import DeltaRsLake, SparkDeltaLake
+
+ROWS = [(1, "a", "x"), (2, "b", "y"), (3, "c", "x")]
+SCHEMA = "k long, v string, p string"
+
+
+def run_contract_on_spark_connect(root: str) -> str:
+    """In a fresh process (pyspark switches every DataFrame API to Connect mode once a
+    Connect session exists): start pysail's Spark Connect server, run the contract against
+    the Spark-native Delta backend, return '' or the failure."""
+    import traceback
+
+    from pysail.spark import SparkConnectServer
+    from pyspark.sql import SparkSession
+
+    server = SparkConnectServer()
+    server.start(background=True)
+    try:
+        host, port = server.listening_address
+        session = SparkSession.builder.remote(f"sc://{host}:{port}").getOrCreate()
+        check_lake_contract(SparkDeltaLake(session, root=root))
+        return ""
+    except Exception:  # noqa: BLE001 - reported back to the parent test
+        return traceback.format_exc()
+    finally:
+        server.stop()
+
+
+def rows(lake, name):
+    return sorted(tuple(r) for r in lake.read(name).select("k", "v", "p").collect())
+
+
+def check_lake_contract(any_lake):
+    spark = any_lake.spark
+    any_lake.write(spark.createDataFrame(ROWS, SCHEMA), "t", partition_by=["p"])
+    assert rows(any_lake, "t") == ROWS
+    # The table on disk is a real Delta table that another engine reads.
+    assert DeltaTable(any_lake.location("t")).to_pyarrow_table().num_rows == 3
+
+    any_lake.write(spark.createDataFrame([(4, "d", "y")], SCHEMA), "t", mode="append",
+                   partition_by=["p"])
+    assert rows(any_lake, "t") == ROWS + [(4, "d", "y")]
+
+    any_lake.write(spark.createDataFrame([(5, "e", "x")], SCHEMA), "t",
+                   partition_by=["p"], replace_partitions={"p": "x"})
+    assert rows(any_lake, "t") == [(2, "b", "y"), (4, "d", "y"), (5, "e", "x")]
+
+    any_lake.upsert(spark.createDataFrame([(4, "D", "y"), (6, "f", "x")], SCHEMA), "t", ["k"])
+    assert rows(any_lake, "t") == [(2, "b", "y"), (4, "D", "y"), (5, "e", "x"), (6, "f", "x")]
+
+    any_lake.write(spark.createDataFrame([(7, "g", "z")], SCHEMA), "t", partition_by=["p"])
+    assert rows(any_lake, "t") == [(7, "g", "z")]
+    assert any_lake.version("t") == 4
+    listed = {t.name: t for t in any_lake.tables()}
+    assert listed["t"].rows == 1 and listed["t"].version == 4
+
+
+def test_contract_on_delta_rs(spark, tmp_path):
+    check_lake_contract(DeltaRsLake(spark, root=str(tmp_path / "lake")))
+
+
+def test_contract_on_spark_native_delta_via_spark_connect(tmp_path):
+    import multiprocessing
+
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        failure = pool.apply(run_contract_on_spark_connect, (str(tmp_path / "lake"),))
+    assert failure == "", failure
+
+
+def test_reads_follow_the_delta_log_not_the_folder(lake, spark):
+    lake.write(spark.createDataFrame(ROWS, SCHEMA), "t")
+    lake.write(spark.createDataFrame([(9, "z", "q")], SCHEMA), "t")
+    parquet_files = [f for f in os.listdir(lake.location("t")) if f.endswith(".parquet")]
+    assert len(parquet_files) >= 2  # the overwritten file is still on disk until vacuum
+    assert rows(lake, "t") == [(9, "z", "q")]
+
+
+def test_overwrite_may_change_schema_and_empty_tables_keep_theirs(lake, spark):
+    lake.write(spark.createDataFrame(ROWS, SCHEMA), "t", partition_by=["p"])
+    lake.write(spark.createDataFrame([("only",)], "w string"), "t")
+    assert [r.w for r in lake.read("t").collect()] == ["only"]
+    lake.write(spark.createDataFrame([], SCHEMA), "empty")
+    empty = lake.read("empty")
+    assert empty.count() == 0 and empty.columns == ["k", "v", "p"]
+    with pytest.raises(ValueError, match="schema or partitioning"):
+        lake.write(spark.createDataFrame([(1,)], "other long"), "t", mode="append")
+
+
+def test_statistics_let_readers_skip_files(lake, spark):
+    df = spark.createDataFrame([(i, f"P{i % 5}", "x") for i in range(100)], SCHEMA)
+    lake.write(df.repartitionByRange(5, "v"), "t")
+    actions = pa.table(DeltaTable(lake.location("t")).get_add_actions(flatten=True)).to_pydict()
+    assert sum(actions["num_records"]) == 100
+    files_for_p3 = DeltaTable(lake.location("t")).file_uris(file_pruning_predicate="v = 'P3'")
+    assert 1 <= len(files_for_p3) < len(actions["path"])
+
+
+def test_bad_names_modes_and_missing_tables_are_clear_errors(lake, spark):
+    df = spark.createDataFrame(ROWS, SCHEMA)
+    with pytest.raises(ValueError, match="table name"):
+        lake.write(df, "bad-name")
+    with pytest.raises(ValueError, match="write mode"):
+        lake.write(df, "t", mode="merge")
+    with pytest.raises(ValueError, match="non-partition"):
+        lake.write(df, "t", partition_by=["p"], replace_partitions={"k": "1"})
+    with pytest.raises(KeyError, match="does not exist"):
+        lake.read("missing")
