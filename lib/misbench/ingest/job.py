@@ -7,19 +7,26 @@ version; running again finishes as a clean run would.
 from __future__ import annotations
 
 import glob
+import logging
 import os
-import re
+import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterator, Sequence
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from misbench.config import Config
 from misbench.ingest import stage
+from misbench.ingest.parse import parse_line_batches
+from misbench.ingest.reader import Split, file_size, open_file, plan_splits, split_lines
 from misbench.lake import Lake
 
+log = logging.getLogger(__name__)
+
 DUMP_SUFFIXES = (".json", ".json.bz2", ".json.gz", ".bz2", ".gz")
+SPLIT_SCHEMA = "source_file string, start long, end long, size long"
 
 
 class DumpNotFound(FileNotFoundError):
@@ -33,6 +40,7 @@ class IngestReport:
     triples: int
     rejects: int
     max_reject_rate: float
+    seconds: float = 0.0
 
     @property
     def reject_rate(self) -> float:
@@ -46,119 +54,147 @@ class IngestReport:
 
 def resolve_dump_paths(paths: Sequence[str]) -> list[str]:
     """Expand local globs and check that each input exists and looks like a dump file.
-    Remote URIs (s3://, dbfs:/, abfss://, /Volumes/...) are passed to Spark as given."""
+    URIs (s3://, gs://, hdfs://, ...) are passed on as given."""
     resolved: list[str] = []
     for path in paths:
-        if "://" in path or path.startswith("dbfs:"):
+        if "://" in path:
             resolved.append(path)
             continue
-        matches = sorted(glob.glob(os.path.expanduser(path))) or (
-            [path] if os.path.exists(path) else []
-        )
+        if path.startswith("dbfs:/"):  # Databricks' FUSE mount makes DBFS a local path
+            path = "/dbfs/" + path[len("dbfs:/"):].lstrip("/")
+        matches = sorted(glob.glob(os.path.expanduser(path)))
         if not matches:
             raise DumpNotFound(f"no dump file matches '{path}'")
         for match in matches:
             if os.path.isdir(match):
                 raise DumpNotFound(f"'{match}' is a folder; pass the dump files or a glob")
-            if not match.endswith(DUMP_SUFFIXES):
-                raise DumpNotFound(
-                    f"'{match}' is not a Wikidata JSON dump ({', '.join(DUMP_SUFFIXES)})"
-                )
             resolved.append(os.path.abspath(match))
+    for path in resolved:
+        if not path.lower().endswith(DUMP_SUFFIXES):
+            raise DumpNotFound(f"'{path}' is not a Wikidata JSON dump ({', '.join(DUMP_SUFFIXES)})")
     if not resolved:
         raise DumpNotFound("no dump files given")
     return resolved
 
 
-def _source_name(column_or_uri):
-    """Local files as plain paths (Spark says file:/x or file:///x), other URIs unchanged."""
-    if isinstance(column_or_uri, str):
-        return re.sub(r"^file:/+", "/", column_or_uri)
-    return F.regexp_replace(column_or_uri, r"^file:/+", "/")
+def dump_splits(spark: SparkSession, paths: Sequence[str], split_mb: float) -> DataFrame:
+    """One row per byte range to read, one Spark task each (bz2 and plain files are split).
 
-
-def read_dump_lines(spark: SparkSession, paths: Sequence[str], split_mb: float) -> DataFrame:
-    """Lines of the dumps with the file split each came from (bz2 files split across tasks).
-
-    A compressed stream that breaks off (partial download) must not fail the whole job nor
-    lose the lines before the break: Spark keeps what it read, and ``stream_problems``
-    reports the file so that it gets a reject row.
+    Splits are at most ``split_mb`` and small enough that every core gets about four, so the
+    last wave of tasks does not leave cores idle.
     """
-    spark.conf.set("spark.sql.files.maxPartitionBytes", str(int(split_mb * 1024 * 1024)))
-    return (
-        spark.read.option("ignoreCorruptFiles", "true")
-        .text(list(paths))
-        .select(
-            "value",
-            _source_name(F.col("_metadata.file_path")).alias("source_file"),
-            F.col("_metadata.file_block_start").alias("block_start"),
-        )
+    sizes = [(path, file_size(path)) for path in paths]
+    total = sum(size for _, size in sizes)
+    per_core = total // (4 * _parallelism(spark)) + 1
+    split_bytes = max(1, min(int(split_mb * 1024 * 1024), max(per_core, 1024 * 1024)))
+    splits = plan_splits(sizes, split_bytes)
+    rows = [(s.source_file, s.start, s.end, s.size) for s in splits]
+    log.info("ingest: %d file(s), %d split(s)", len(paths), len(rows))
+    return spark.createDataFrame(rows, SPLIT_SCHEMA).repartition(len(rows))
+
+
+def _parallelism(spark: SparkSession) -> int:
+    try:
+        return max(1, spark.sparkContext.defaultParallelism)
+    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext
+        return int(spark.conf.get("spark.sql.shuffle.partitions", "200"))
+
+
+def read_and_parse(languages: Sequence[str], batch_lines: int):
+    """A mapInArrow function: split rows in, parsed rows (``stage.parsed_dump``'s shape)
+    out. Reading and parsing share one Python pass, so no dump line crosses into the JVM."""
+    languages = list(languages)
+
+    def run(split_batches):
+        return parse_line_batches(_line_batches(split_batches, batch_lines), languages)
+
+    return run
+
+
+def _line_batches(split_batches, batch_lines: int) -> Iterator[pa.RecordBatch]:
+    for split_batch in split_batches:
+        for row in split_batch.to_pylist():
+            split = Split(row["source_file"], row["start"], row["end"], row["size"])
+            with open_file(split.source_file) as handle:
+                values, problems = [], []
+                for text, problem in split_lines(split, handle):
+                    values.append(text)
+                    problems.append(problem)
+                    if len(values) >= batch_lines:
+                        yield _lines_batch(values, problems, split)
+                        values, problems = [], []
+                if values:
+                    yield _lines_batch(values, problems, split)
+
+
+def _lines_batch(values, problems, split: Split) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pydict(
+        {
+            "value": values,
+            "source_file": [split.source_file] * len(values),
+            "block_start": [split.start] * len(values),
+            "problem": problems,
+        }
     )
 
 
-def stream_problems(spark: SparkSession, lines: DataFrame) -> DataFrame:
-    """(source_file, problem) for each compressed input whose stream is incomplete; the
-    checks run as Spark tasks, one per file, next to the data."""
-    compressed = [
-        _source_name(uri) for uri in lines.inputFiles() if uri.lower().endswith((".bz2", ".gz"))
-    ]
-    schema = "source_file string, problem string"
-    if not compressed:
-        return spark.createDataFrame([], schema)
+def _write_entities(lake: Lake, parsed: DataFrame) -> None:
+    lake.write(stage.entities(parsed), "entities")
 
-    def check(batches):
-        import pyarrow as pa
 
-        from misbench.ingest.integrity import stream_problem
+def _write_triples(lake: Lake, parsed: DataFrame) -> None:
+    # Partitioned by value_type: the claims stages read only entity-valued statements, a
+    # minority next to external ids and literals. Sorted by property within files, so
+    # Parquet row-group statistics let per-relation filters skip most of each file.
+    triples = stage.triples(parsed).sortWithinPartitions("value_type", "property", "subject_id")
+    lake.write(triples, "triples", partition_by=["value_type"])
 
-        for batch in batches:
-            files = batch.column("source_file").to_pylist()
-            problems = [stream_problem(f) for f in files]
-            yield pa.RecordBatch.from_pydict({"source_file": files, "problem": problems})
 
-    files = spark.createDataFrame([(uri,) for uri in compressed], "source_file string")
-    return (
-        files.repartition(len(compressed))
-        .mapInArrow(check, schema)
-        .where(F.col("problem").isNotNull())
-    )
+def _write_rejects(lake: Lake, parsed: DataFrame) -> None:
+    lake.write(stage.rejects(parsed), "ingest_rejects")
+
+
+_SPLIT_TABLES = (_write_entities, _write_triples, _write_rejects)
 
 
 def run_ingest(spark: SparkSession, lake: Lake, cfg: Config, dumps: Sequence[str]) -> IngestReport:
+    started = time.perf_counter()
     paths = resolve_dump_paths(dumps)
-    spark.conf.set(
-        "spark.sql.execution.arrow.maxRecordsPerBatch", str(cfg.get("ingest.batch_lines"))
-    )
-    lines = read_dump_lines(spark, paths, cfg.get("ingest.split_mb"))
-    # One scan of the dump; everything after reads the stored parsed rows.
-    lake.write(
-        stage.parsed_dump(lines, cfg.get("ingest.languages")),
+    splits = dump_splits(spark, paths, cfg.get("ingest.split_mb"))
+    # One pass over the dump; everything after reads the stored parsed rows.
+    lake.write_batches(
+        splits,
+        read_and_parse(cfg.get("ingest.languages"), cfg.get("ingest.batch_lines")),
+        stage.PARSED_SPARK_SCHEMA,
         "ingest_staging",
-        partition_by=["kind"],
     )
+    log.info("ingest: dump parsed in %.1f s", time.perf_counter() - started)
+
     parsed = lake.read("ingest_staging")
-    duplicates = stage.duplicate_entity_lines(parsed)
-    if not duplicates.isEmpty():
-        parsed = stage.with_duplicates_rejected(parsed, duplicates)
+    # The three tables are small next to the dump: write them concurrently (Spark runs jobs
+    # from several threads) while checking for duplicate ids; in the rare case there are
+    # some, write them again with the duplicates turned into rejects.
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        has_duplicates = pool.submit(
+            lambda: not stage.duplicate_entity_lines(parsed).isEmpty()
+        )
+        writes = [pool.submit(write, lake, parsed) for write in _SPLIT_TABLES]
+        for future in writes:
+            future.result()
+        if has_duplicates.result():
+            deduplicated = stage.with_duplicates_rejected(
+                parsed, stage.duplicate_entity_lines(parsed)
+            )
+            for future in [pool.submit(write, lake, deduplicated) for write in _SPLIT_TABLES]:
+                future.result()
 
-    lake.write(stage.entities(parsed), "entities")
-    # Range-partitioned and sorted by property: per-file min/max statistics then let the
-    # per-relation stages skip most files; value_type partitions separate entity-valued
-    # statements (what claims use) from the many literals and external ids.
-    triples = stage.triples(parsed).repartitionByRange("property").sortWithinPartitions(
-        "property", "subject_id"
-    )
-    lake.write(triples, "triples", partition_by=["value_type"])
-    truncated = stream_problems(spark, lines)
-    lake.write(
-        stage.rejects(parsed).unionByName(stage.truncation_rejects(parsed, truncated)),
-        "ingest_rejects",
-    )
-
-    return IngestReport(
+    report = IngestReport(
         files=len(paths),
         entities=lake.row_count("entities"),
         triples=lake.row_count("triples"),
         rejects=lake.row_count("ingest_rejects"),
         max_reject_rate=float(cfg.get("ingest.max_reject_rate")),
+        seconds=time.perf_counter() - started,
     )
+    log.info("ingest: done in %.1f s", report.seconds)
+    return report

@@ -263,7 +263,7 @@ class _Columns:
         arrays = []
         for field in PARSED_SCHEMA:
             if field.name == "triples":
-                arrays.append(triples.cast(field.type))
+                arrays.append(triples)
             else:
                 arrays.append(pa.array(self.line[field.name], type=field.type))
         return pa.RecordBatch.from_arrays(arrays, schema=PARSED_SCHEMA)
@@ -279,7 +279,11 @@ _NO_ENTITY = (None,) * len(_ENTITY_COLUMNS)
 def parse_line_batches(
     batches: Iterable[pa.RecordBatch], languages: Iterable[str]
 ) -> Iterator[pa.RecordBatch]:
-    """mapInArrow body: batches of (value, source_file, block_start) -> parsed rows."""
+    """mapInArrow body: batches of (value, source_file, block_start[, problem]) -> parsed rows.
+
+    ``problem``, when set, is why the reader could not read the line whole (a compressed
+    stream that ends early); such a line is a reject with that reason.
+    """
     languages = tuple(languages)
     current_block = None
     lines_in_block = 0
@@ -288,7 +292,11 @@ def parse_line_batches(
         texts = batch.column("value").to_pylist()
         files = batch.column("source_file").to_pylist()
         starts = batch.column("block_start").to_pylist()
-        for text, source_file, block_start in zip(texts, files, starts):
+        if "problem" in batch.schema.names:
+            problems = batch.column("problem").to_pylist()
+        else:
+            problems = [None] * len(texts)
+        for text, source_file, block_start, problem in zip(texts, files, starts, problems):
             block = (source_file, block_start)
             if block != current_block:
                 if current_block is not None:
@@ -296,6 +304,11 @@ def parse_line_batches(
                 current_block, lines_in_block = block, 0
             line_in_block = lines_in_block
             lines_in_block += 1
+            if problem:
+                out.add("reject", source_file, block_start, line_in_block,
+                        reason=f"{problem}; the lines before it were kept",
+                        raw_head=text[:RAW_HEAD_CHARS])
+                continue
             stripped = text.strip()
             if stripped.endswith(","):
                 stripped = stripped[:-1]

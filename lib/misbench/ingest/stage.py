@@ -32,17 +32,20 @@ def parsed_dump(lines: DataFrame, languages: Sequence[str]) -> DataFrame:
     """Parse dump lines.
 
     Reads ``value`` (the line), ``source_file`` and ``block_start`` (the file split it came
-    from), in file order within each split. Produces the parsed shape: one ``entity`` or
-    ``reject`` row per entity line, one ``block`` row per split.
+    from), in file order within each split, and optionally ``problem`` (why the reader could
+    not read the line whole). Produces the parsed shape: one ``entity`` or ``reject`` row per
+    entity line, one ``block`` row per split. The ingest job runs the same parser fused with
+    its file reader (``misbench.ingest.job.read_and_parse``).
     """
     languages = list(languages)
 
     def parse(batches):
         return parse_line_batches(batches, languages)
 
-    return lines.select("value", "source_file", "block_start").mapInArrow(
-        parse, PARSED_SPARK_SCHEMA
-    )
+    columns = ["value", "source_file", "block_start"]
+    if "problem" in lines.columns:
+        columns.append("problem")
+    return lines.select(*columns).mapInArrow(parse, PARSED_SPARK_SCHEMA)
 
 
 def duplicate_entity_lines(parsed: DataFrame) -> DataFrame:
@@ -117,24 +120,3 @@ def rejects(parsed: DataFrame) -> DataFrame:
         "raw_head",
     )
 
-
-def truncation_rejects(parsed: DataFrame, problems: DataFrame) -> DataFrame:
-    """One reject per file whose compressed stream breaks off, at the first line that could
-    not be read (the lines before it were parsed and kept).
-
-    ``problems``: (source_file, problem) as found by the integrity check.
-    """
-    lines_read = (
-        parsed.where(F.col("kind") == "block")
-        .groupBy("source_file")
-        .agg(F.sum("line_count").alias("lines_read"))
-    )
-    return problems.join(lines_read, "source_file", "left").select(
-        "source_file",
-        (F.coalesce(F.col("lines_read"), F.lit(0)) + 1).alias("line_number"),
-        F.concat(
-            F.col("problem"),
-            F.lit("; lines before this one were read and kept"),
-        ).alias("reason"),
-        F.lit(None).cast("string").alias("raw_head"),
-    )
