@@ -42,6 +42,13 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--max-reject-rate", type=float, metavar="R",
                         help="fraction of entity lines that may be rejected (default from config)")
 
+    claims = commands.add_parser("claims", parents=[common],
+                                 help="build claims and conflicting claims from the ingested tables")
+    claims.add_argument("--from-2wiki", nargs="+", metavar="PATH", default=[],
+                        help="also import 2WikiMultihopQA JSON files (compositional, inference)")
+    claims.add_argument("--enrich", action="store_true",
+                        help="fetch missing labels and types over SPARQL (claims.enrich.*)")
+
     commands.add_parser("tables", parents=[common], help="list the lake's tables")
 
     sql = commands.add_parser("sql", parents=[common], help="run Spark SQL over the lake's tables")
@@ -84,6 +91,21 @@ def _cmd_ingest(args) -> int:
             file=sys.stderr,
         )
         return EXIT_TOO_MANY_REJECTS
+    return EXIT_OK
+
+
+def _cmd_claims(args) -> int:
+    from misbench.claims.job import run_claims
+
+    if args.enrich:
+        args.overrides.append("claims.enrich.enabled=true")
+    cfg, spark, lake = _open(args)
+    report = run_claims(spark, lake, cfg, two_wiki=args.from_2wiki)
+    print(
+        f"claims: {report.claims} claims ({report.one_hop} one-hop, {report.two_hop} two-hop), "
+        f"{report.conflicts} conflicts, {report.enriched} entities enriched; "
+        "see claims_stats for every fact not kept"
+    )
     return EXIT_OK
 
 
@@ -141,7 +163,7 @@ def _print_rows(rows: list[dict], columns: Sequence[str], fmt: str) -> None:
     out.write(f"({len(rows)} row{'s' if len(rows) != 1 else ''})\n")
 
 
-COMMANDS = {"ingest": _cmd_ingest, "tables": _cmd_tables, "sql": _cmd_sql}
+COMMANDS = {"ingest": _cmd_ingest, "claims": _cmd_claims, "tables": _cmd_tables, "sql": _cmd_sql}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,122 @@
+"""The claims job: entities + triples -> claims, conflicts, claims_stats.
+
+Reads the ingest tables, optionally enriches missing labels over SPARQL (cached in the lake),
+stores the claim candidates once, then derives the three output tables from them. Every
+output is replaced in one commit; ids and sampling are deterministic, so reruns give the
+same rows.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Sequence
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from misbench.claims import stage
+from misbench.claims.enrich import ENRICHMENT_SCHEMA, enrich_batches
+from misbench.claims.relations import load_pairs, load_relations
+from misbench.config import Config
+from misbench.lake import Lake
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ClaimsReport:
+    claims: int
+    one_hop: int
+    two_hop: int
+    conflicts: int
+    enriched: int
+
+
+def entity_labels(lake: Lake) -> DataFrame:
+    """id, label, description, instance_of: the ingested entities, plus what enrichment found
+    for ids the dump lacks."""
+    entities = lake.read("entities").select("id", "label", "description", "instance_of")
+    if not lake.exists("entity_enrichment"):
+        return entities
+    enriched = lake.read("entity_enrichment").where(F.col("found")).select(
+        "id", "label", "description", "instance_of"
+    )
+    return entities.unionByName(enriched.join(entities.select("id"), "id", "left_anti"))
+
+
+def enrich_missing(spark: SparkSession, lake: Lake, cfg: Config, facts: DataFrame) -> int:
+    """Query the SPARQL endpoint for object ids that neither the dump nor the cache holds."""
+    settings = cfg.get("claims.enrich")
+    needed = facts.where(F.col("object_id").isNotNull()).select(F.col("object_id").alias("id")).distinct()
+    missing = needed.join(lake.read("entities").select("id"), "id", "left_anti")
+    if lake.exists("entity_enrichment"):
+        answered = lake.read("entity_enrichment").where(F.col("found").isNotNull()).select("id")
+        missing = missing.join(answered, "id", "left_anti")
+    count = missing.count()
+    if count == 0:
+        return 0
+    log.info("claims: asking %s for %d entities", settings["endpoint"], count)
+    language = cfg.get("ingest.languages")[0]
+    fetched = missing.repartition(int(settings["parallelism"])).mapInArrow(
+        enrich_batches(settings, language), ENRICHMENT_SCHEMA
+    )
+    lake.upsert(fetched, "entity_enrichment", ["id"])
+    return count
+
+
+def run_claims(
+    spark: SparkSession, lake: Lake, cfg: Config, two_wiki: Sequence[str] = ()
+) -> ClaimsReport:
+    relations, topics = load_relations()
+    pairs = load_pairs(topics)
+    relations_df = stage.relations_frame(spark, relations)
+    pairs_df = stage.pairs_frame(spark, pairs)
+    properties = sorted(
+        {r.relation for r in relations} | {p.first for p in pairs} | {p.second for p in pairs}
+    )
+    triples = lake.read("triples").where(
+        F.col("value_type").isin("wikibase-entityid", "time") & F.col("property").isin(properties)
+    )
+    facts = stage.resolved_facts(triples, properties)
+
+    enriched = 0
+    if cfg.get("claims.enrich.enabled"):
+        enriched = enrich_missing(spark, lake, cfg, facts)
+    labels = entity_labels(lake)
+
+    candidates = stage.one_hop_candidates(facts, labels, relations_df).unionByName(
+        stage.two_hop_candidates(facts, labels, pairs_df)
+    )
+    if two_wiki:
+        records = spark.read.option("multiLine", "true").json(list(two_wiki))
+        candidates = candidates.unionByName(stage.two_wiki_candidates(records))
+    # Stored once: conflicts, claims and stats all derive from the candidates.
+    lake.write(candidates, "claim_candidates")
+    candidates = lake.read("claim_candidates")
+
+    templates = relations_df.select("relation", "statement").unionByName(
+        pairs_df.select("relation", "statement")
+    )
+    conflict_rows = stage.conflicts(
+        candidates, facts, labels, templates,
+        seed=int(cfg.get("claims.seed")),
+        reference_date=str(cfg.get("claims.reference_date")),
+        attempts=int(cfg.get("claims.substitute_attempts")),
+    )
+    lake.write(conflict_rows, "conflicts_staging")
+    conflict_rows = lake.read("conflicts_staging")
+    claims = stage.claims_with_conflicts(candidates, conflict_rows)
+    lake.write(claims, "claims", partition_by=["hop"])
+    lake.write(conflict_rows.join(claims.select("claim_id"), "claim_id", "left_semi"), "conflicts")
+    lake.write(stage.claims_stats(candidates, lake.read("claims")), "claims_stats")
+
+    written = lake.read("claims")
+    by_hop = {row["hop"]: row["n"] for row in written.groupBy("hop").agg(F.count("*").alias("n")).collect()}
+    return ClaimsReport(
+        claims=sum(by_hop.values()),
+        one_hop=by_hop.get(1, 0),
+        two_hop=by_hop.get(2, 0),
+        conflicts=lake.row_count("conflicts"),
+        enriched=enriched,
+    )
+

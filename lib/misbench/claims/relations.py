@@ -1,0 +1,113 @@
+"""Relation templates from conf/relations.yaml and conf/multihop.yaml, validated at start.
+
+A statement template needs both slots, ``<S>`` and ``<O>``; a question template needs
+``<S>`` and must not reveal its answer ``<O>``. Errors name the relation and the file.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from misbench.config import ConfigError, conf_dir, load_yaml
+
+_PROPERTY = re.compile(r"^P[1-9][0-9]*$")
+MULTIHOP_KINDS = ("compositional", "inference")
+DATE_PROPERTIES = ("P569", "P570")  # second hops whose value is a date
+
+
+@dataclass(frozen=True)
+class Relation:
+    relation: str
+    statement: str
+    question: str
+    answer_type: str
+    topic: str
+
+
+@dataclass(frozen=True)
+class RelationPair:
+    first: str
+    second: str
+    kind: str
+    statement: str
+    question: str
+    answer_type: str
+    topic: str
+
+    @property
+    def relation(self) -> str:
+        return f"{self.first}/{self.second}"
+
+    @property
+    def literal_answer(self) -> bool:
+        return self.second in DATE_PROPERTIES
+
+
+def _check_templates(where: str, statement, question) -> None:
+    if not isinstance(statement, str) or not statement.strip():
+        raise ConfigError(f"{where}: no statement template")
+    if not isinstance(question, str) or not question.strip():
+        raise ConfigError(f"{where}: no question template")
+    missing = [slot for slot in ("<S>", "<O>") if slot not in statement]
+    if missing:
+        raise ConfigError(f"{where}: statement template lacks {' and '.join(missing)}")
+    if "<S>" not in question:
+        raise ConfigError(f"{where}: question template lacks <S>")
+    if "<O>" in question:
+        raise ConfigError(f"{where}: question template gives away its answer <O>")
+
+
+def load_relations(path: Path | None = None) -> tuple[list[Relation], list[str]]:
+    path = path or conf_dir() / "relations.yaml"
+    data = load_yaml(path)
+    topics = data.get("topics") or []
+    if not topics:
+        raise ConfigError(f"{path}: no topics listed")
+    entries = data.get("relations") or {}
+    if not entries:
+        raise ConfigError(f"{path}: no relations")
+    relations = []
+    for relation, spec in entries.items():
+        where = f"{path.name}: relation {relation}"
+        if not _PROPERTY.match(str(relation)):
+            raise ConfigError(f"{where}: not a Wikidata property id")
+        if not isinstance(spec, dict):
+            raise ConfigError(f"{where}: expected statement, question, answer_type, topic")
+        _check_templates(where, spec.get("statement"), spec.get("question"))
+        if spec.get("topic") not in topics:
+            raise ConfigError(f"{where}: unknown topic {spec.get('topic')!r} (topics: {topics})")
+        if not spec.get("answer_type"):
+            raise ConfigError(f"{where}: no answer_type")
+        relations.append(
+            Relation(str(relation), spec["statement"], spec["question"], spec["answer_type"], spec["topic"])
+        )
+    return relations, list(topics)
+
+
+def load_pairs(topics: list[str], path: Path | None = None) -> list[RelationPair]:
+    path = path or conf_dir() / "multihop.yaml"
+    data = load_yaml(path)
+    pairs = []
+    seen = set()
+    for index, spec in enumerate(data.get("pairs") or []):
+        where = f"{path.name}: pair {index + 1} ({spec.get('first')}/{spec.get('second')})"
+        for hop in ("first", "second"):
+            if not _PROPERTY.match(str(spec.get(hop, ""))):
+                raise ConfigError(f"{where}: '{hop}' is not a Wikidata property id")
+        if spec.get("kind") not in MULTIHOP_KINDS:
+            raise ConfigError(f"{where}: kind must be one of {MULTIHOP_KINDS}")
+        _check_templates(where, spec.get("statement"), spec.get("question"))
+        if spec.get("topic") not in topics:
+            raise ConfigError(f"{where}: unknown topic {spec.get('topic')!r}")
+        if not spec.get("answer_type"):
+            raise ConfigError(f"{where}: no answer_type")
+        pair = RelationPair(
+            spec["first"], spec["second"], spec["kind"], spec["statement"], spec["question"],
+            spec["answer_type"], spec["topic"],
+        )
+        if pair.relation in seen:
+            raise ConfigError(f"{where}: listed twice")
+        seen.add(pair.relation)
+        pairs.append(pair)
+    return pairs

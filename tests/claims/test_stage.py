@@ -1,0 +1,179 @@
+"""Claim stage functions on tiny DataFrames."""
+import pytest
+from pyspark.sql import functions as F
+
+from misbench.claims import stage
+from misbench.claims.relations import Relation, RelationPair
+
+TRIPLE = ("subject_id string, property string, rank string, value_type string, object_id string, "
+          "value string, time_precision int, statement_id string")
+LABELS = "id string, label string, description string, instance_of array<string>"
+
+
+def triples(spark, rows):
+    full = []
+    for i, row in enumerate(rows):
+        subject, prop, obj, *rest = row
+        rank = rest[0] if rest else "normal"
+        if obj and obj[0].isdigit():
+            full.append((subject, prop, rank, "time", None, obj, rest[1] if len(rest) > 1 else 11, f"s{i}"))
+        else:
+            full.append((subject, prop, rank, "wikibase-entityid", obj, None, None, f"s{i}"))
+    return spark.createDataFrame(full, TRIPLE)
+
+
+def labels(spark, rows):
+    return spark.createDataFrame(rows, LABELS)
+
+
+def relation(rid="P17", statement="<S> lies in <O>.", question="Where does <S> lie?"):
+    return Relation(rid, statement, question, "country", "Geography")
+
+
+def resolutions(facts):
+    return {(r.subject_id, r.object_id or r.value): r.resolution for r in facts.collect()}
+
+
+def test_one_object_per_subject_and_relation(spark):
+    facts = stage.resolved_facts(triples(spark, [
+        ("A", "P17", "X"),                                     # single: kept
+        ("B", "P17", "X"), ("B", "P17", "Y"),                  # two objects: ambiguous
+        ("C", "P17", "X", "preferred"), ("C", "P17", "Y"),     # preferred decides
+        ("D", "P17", "X", "deprecated"), ("D", "P17", "Y"),    # deprecated is no fact
+        ("E", "P17", "X"), ("E", "P17", "X"),                  # same fact twice
+    ]), ["P17"])
+    got = [(r.subject_id, r.object_id, r.resolution) for r in facts.orderBy("subject_id", "statement_id").collect()]
+    assert got == [
+        ("A", "X", "kept"),
+        ("B", "X", "ambiguous: several objects"), ("B", "Y", "ambiguous: several objects"),
+        ("C", "X", "kept"), ("C", "Y", "not the preferred statement"),
+        ("D", "X", "deprecated statement"), ("D", "Y", "kept"),
+        ("E", "X", "kept"), ("E", "X", "same fact stated twice"),
+    ]
+
+
+def test_one_hop_claims_render_labels_literally_and_give_reasons(spark):
+    facts = stage.resolved_facts(triples(spark, [
+        ("A", "P17", "X"), ("B", "P17", "Y"), ("C", "P17", "C"), ("N", "P17", "X")]), ["P17"])
+    names = labels(spark, [("A", "Price $1 \\ Co", None, []), ("X", "Land <O>", "a land", ["country"]),
+                           ("B", "Bee", None, []), ("C", "Sea", None, []), ("Y", None, None, [])])
+    rels = stage.relations_frame(spark, [relation()])
+    rows = {r.subject_id: r for r in stage.one_hop_candidates(facts, names, rels).collect()}
+    assert rows["A"].statement == "Price $1 \\ Co lies in Land <O>."
+    assert rows["A"].question == "Where does Price $1 \\ Co lie?"
+    assert rows["A"].candidate_reason == "kept" and rows["A"].topic == "Geography"
+    assert rows["B"].candidate_reason == "object has no label"
+    assert rows["C"].candidate_reason == "object is the subject"
+    assert rows["N"].candidate_reason == "subject has no label"
+
+
+def test_two_hop_chains_with_dates_at_their_precision(spark):
+    facts = stage.resolved_facts(triples(spark, [
+        ("F", "P57", "D"), ("D", "P569", "1954-08-16", "normal", 11),
+        ("G", "P57", "E"), ("E", "P569", "1890", "normal", 9),
+        ("H", "P22", "I"), ("I", "P22", "J"),
+        ("K", "P22", "L"), ("L", "P22", "M"), ("L", "P22", "O"),   # ambiguous second hop
+    ]), ["P57", "P569", "P22"])
+    names = labels(spark, [(x, f"name {x}", None, []) for x in "FDGEHIJKLMO"])
+    pairs = stage.pairs_frame(spark, [
+        RelationPair("P57", "P569", "compositional", "The director of <S> was born on <O>.",
+                     "When was the director of <S> born?", "date", "Media"),
+        RelationPair("P22", "P22", "inference", "The paternal grandfather of <S> is <O>.",
+                     "Who is the paternal grandfather of <S>?", "person", "Family"),
+    ])
+    rows = {r.subject_id: r for r in stage.two_hop_candidates(facts, names, pairs).collect()}
+    assert rows["F"].statement == "The director of name F was born on 16 August 1954."
+    assert rows["F"].object_label == "16 August 1954" and rows["F"].bridge_id == "D"
+    assert rows["G"].object_label == "1890"
+    assert rows["H"].object_id == "J" and rows["H"].relation_kind == "inference"
+    assert rows["H"].question == "Who is the paternal grandfather of name H?"
+    assert rows["K"].candidate_reason == "second hop: ambiguous: several objects"
+
+
+def conflict_world(spark):
+    countries = ["X", "Y", "Z", "W", "V"]
+    rows = [("A", "P17", "X"), ("B", "P17", "Y"), ("C", "P17", "Z"), ("D", "P17", "W"),
+            ("E", "P17", "V"), ("F", "P17", "Q"),
+            # A is also (ambiguously) in Y: Y must never replace X for A
+            ("A2", "P17", "X")]
+    facts = stage.resolved_facts(triples(spark, rows + [("A", "P17", "Y", "normal")]), ["P17"])
+    names = labels(spark, [(c, f"land {c}", None, ["country"]) for c in countries]
+                   + [("Q", "quasar", None, ["galaxy"])]
+                   + [(s, f"place {s}", f"about {s}", []) for s in ["A", "A2", "B", "C", "D", "E", "F"]])
+    return facts, names
+
+
+def test_conflicts_are_same_type_never_true_and_deterministic(spark):
+    facts, names = conflict_world(spark)
+    rels = stage.relations_frame(spark, [relation()])
+    candidates = stage.one_hop_candidates(facts, names, rels)
+    templates = rels.select("relation", "statement")
+
+    def run():
+        rows = stage.conflicts(candidates, facts, names, templates, seed=7, reference_date="2026-01-01")
+        return sorted(tuple(r) for r in rows.collect())
+
+    first = run()
+    assert first == run()
+    by_claim = {}
+    for row in stage.conflicts(candidates, facts, names, templates, 7, "2026-01-01").collect():
+        by_claim.setdefault(row.claim_id, []).append(row)
+    truth = {r.claim_id: r for r in candidates.collect()}
+    assert len(by_claim) == 5  # B, C, D, E, A2 (A is ambiguous, F's quasar has no peer)
+    for claim_id, rows in by_claim.items():
+        claim = truth[claim_id]
+        assert sorted(r.kind for r in rows) == ["factual", "semantic", "temporal"]
+        for r in rows:
+            assert r.object_id in {"X", "Y", "Z", "W", "V"} and r.object_id != claim.object_id
+            assert r.irrelevant_id not in (r.object_id, claim.object_id, None)
+            assert r.statement == f"{claim.subject_label} lies in land {r.object_id}."
+            if r.kind == "temporal":
+                assert str(r.valid_from) > "2026-01-01" and r.valid_until > r.valid_from
+            else:
+                assert r.valid_from is None
+            assert (r.subject_description is not None) == (r.kind == "semantic")
+    different_seed = stage.conflicts(candidates, facts, names, templates, 8, "2026-01-01").collect()
+    assert sorted(tuple(r) for r in different_seed) != first
+
+
+def test_true_objects_of_the_subject_are_never_substitutes(spark):
+    # Subject S has two (ambiguous) countries X and Y plus claim-worthy P17 of T -> X.
+    facts = stage.resolved_facts(triples(spark, [
+        ("T", "P17", "X"), ("S", "P17", "X"), ("S", "P17", "Y"), ("U", "P17", "Z")]), ["P17"])
+    names = labels(spark, [(c, c, None, ["country"]) for c in "XYZ"] + [(s, s, None, []) for s in "STU"])
+    rels = stage.relations_frame(spark, [relation()])
+    candidates = stage.one_hop_candidates(facts, names, rels)
+    found = stage.substitutes(candidates.where("candidate_reason = 'kept'"), facts, names, seed=1)
+    pairs = {(r.claim_id, r.candidate_id) for r in found.collect()}
+    claim_of = {r.subject_id: r.claim_id for r in candidates.where("candidate_reason='kept'").collect()}
+    assert {c for k, c in pairs if k == claim_of["T"]} == {"Y", "Z"}
+    assert {c for k, c in pairs if k == claim_of["U"]} == {"X", "Y"}
+
+
+def test_stats_add_up_to_the_input(spark):
+    facts, names = conflict_world(spark)
+    rels = stage.relations_frame(spark, [relation()])
+    candidates = stage.one_hop_candidates(facts, names, rels)
+    conflict_rows = stage.conflicts(candidates, facts, names, rels.select("relation", "statement"), 7, "2026-01-01")
+    claims = stage.claims_with_conflicts(candidates, conflict_rows)
+    stats = {r.reason: r.facts for r in stage.claims_stats(candidates, claims).collect()}
+    assert stats["kept"] == claims.count() == 5
+    assert sum(stats.values()) == facts.count() == 8
+    assert stats["fewer than two same-type substitutes"] == 1
+    assert stats["ambiguous: several objects"] == 2
+
+
+def test_dates_conflict_with_other_dates(spark):
+    facts = stage.resolved_facts(triples(spark, [
+        ("F", "P57", "D"), ("D", "P569", "1954-08-16", "normal", 11)]), ["P57", "P569"])
+    names = labels(spark, [("F", "Film", None, []), ("D", "Dir", None, [])])
+    pairs = stage.pairs_frame(spark, [RelationPair(
+        "P57", "P569", "compositional", "The director of <S> was born on <O>.",
+        "When was the director of <S> born?", "date", "Media")])
+    candidates = stage.two_hop_candidates(facts, names, pairs)
+    rows = stage.conflicts(candidates, facts, names, pairs.select("relation", "statement"), 3, "2026-01-01").collect()
+    assert sorted(r.kind for r in rows) == ["factual", "semantic", "temporal"]
+    for r in rows:
+        assert r.object_label != "16 August 1954" and r.object_label.endswith(tuple("0123456789"))
+        assert r.statement == f"The director of Film was born on {r.object_label}."
+        assert r.irrelevant_label not in (r.object_label, "16 August 1954")
