@@ -239,7 +239,8 @@ class DeltaRsLake(Lake):
 
         self._check(name, mode, partition_by, replace_partitions)
         partition_by = list(partition_by)
-        arrow_schema = to_arrow_schema(spark_schema)
+        # Spark hands timestamps to Python as UTC instants.
+        arrow_schema = to_arrow_schema(spark_schema, timezone="UTC")
         delta_schema = Schema.from_arrow(arrow_schema)
         uri = self.location(name)
         write_files = _parquet_file_writer(uri, partition_by, arrow_schema)
