@@ -1,5 +1,5 @@
 # Two entry points for a fresh machine (see README):
-#   make demo   set everything up, run the main job on the shipped demo dump, list the tables
+#   make demo   set everything up, run the pipeline (ingest, claims) on the shipped demo dump
 #   make test   set everything up, run the test suite
 VENV ?= .venv
 PYTHON ?= python3
@@ -15,6 +15,7 @@ setup: $(VENV)/.installed
 
 demo: setup
 	$(VENV)/bin/misbench ingest
+	$(VENV)/bin/misbench claims
 	$(VENV)/bin/misbench tables
 
 test: setup
