@@ -44,7 +44,9 @@ class RelationPair:
         return self.second in DATE_PROPERTIES
 
 
-def _check_templates(where: str, statement, question) -> None:
+def _check_entry(where: str, spec: dict, topics: list[str]) -> None:
+    """Templates, topic and answer type of one relation or pair."""
+    statement, question = spec.get("statement"), spec.get("question")
     if not isinstance(statement, str) or not statement.strip():
         raise ConfigError(f"{where}: no statement template")
     if not isinstance(question, str) or not question.strip():
@@ -56,6 +58,10 @@ def _check_templates(where: str, statement, question) -> None:
         raise ConfigError(f"{where}: question template lacks <S>")
     if "<O>" in question:
         raise ConfigError(f"{where}: question template gives away its answer <O>")
+    if spec.get("topic") not in topics:
+        raise ConfigError(f"{where}: unknown topic {spec.get('topic')!r} (topics: {topics})")
+    if not spec.get("answer_type"):
+        raise ConfigError(f"{where}: no answer_type")
 
 
 def load_relations(path: Path | None = None) -> tuple[list[Relation], list[str]]:
@@ -74,11 +80,7 @@ def load_relations(path: Path | None = None) -> tuple[list[Relation], list[str]]
             raise ConfigError(f"{where}: not a Wikidata property id")
         if not isinstance(spec, dict):
             raise ConfigError(f"{where}: expected statement, question, answer_type, topic")
-        _check_templates(where, spec.get("statement"), spec.get("question"))
-        if spec.get("topic") not in topics:
-            raise ConfigError(f"{where}: unknown topic {spec.get('topic')!r} (topics: {topics})")
-        if not spec.get("answer_type"):
-            raise ConfigError(f"{where}: no answer_type")
+        _check_entry(where, spec, topics)
         relations.append(
             Relation(str(relation), spec["statement"], spec["question"], spec["answer_type"], spec["topic"])
         )
@@ -97,11 +99,7 @@ def load_pairs(topics: list[str], path: Path | None = None) -> list[RelationPair
                 raise ConfigError(f"{where}: '{hop}' is not a Wikidata property id")
         if spec.get("kind") not in MULTIHOP_KINDS:
             raise ConfigError(f"{where}: kind must be one of {MULTIHOP_KINDS}")
-        _check_templates(where, spec.get("statement"), spec.get("question"))
-        if spec.get("topic") not in topics:
-            raise ConfigError(f"{where}: unknown topic {spec.get('topic')!r}")
-        if not spec.get("answer_type"):
-            raise ConfigError(f"{where}: no answer_type")
+        _check_entry(where, spec, topics)
         pair = RelationPair(
             spec["first"], spec["second"], spec["kind"], spec["statement"], spec["question"],
             spec["answer_type"], spec["topic"],
