@@ -1,21 +1,26 @@
 # Two entry points for a fresh machine (see README):
-#   make demo   set everything up, run the pipeline (ingest, claims) on the shipped demo dump
+#   make demo   set everything up, run the pipeline (ingest, claims, generate) on the demo dump
 #   make test   set everything up, run the test suite
 VENV ?= .venv
 PYTHON ?= python3
 
-$(VENV)/.installed: setup.py
+$(VENV)/.dev: setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -e '.[dev]'
 	touch $@
 
-.PHONY: setup demo test bench
-setup: $(VENV)/.installed
+$(VENV)/.embedded: $(VENV)/.dev
+	$(VENV)/bin/pip install -q -e '.[dev,embedded]'
+	touch $@
 
-demo: setup
+.PHONY: setup demo test bench
+setup: $(VENV)/.dev
+
+demo: $(VENV)/.embedded
 	$(VENV)/bin/misbench ingest
 	$(VENV)/bin/misbench claims
+	$(VENV)/bin/misbench generate --limit 1
 	$(VENV)/bin/misbench tables
 
 test: setup
@@ -23,3 +28,4 @@ test: setup
 
 bench: setup
 	$(VENV)/bin/python benchmarks/ingest.py
+	$(VENV)/bin/python benchmarks/generate.py

