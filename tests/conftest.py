@@ -64,3 +64,13 @@ def lake(spark, lake_root):
 @pytest.fixture()
 def run_cfg(cfg, lake_root):
     return cfg.with_overrides([f"lake.root={lake_root}"])
+
+
+def copy_lake(spark, source, destination):
+    """A fresh copy of a lake built once by a module fixture, for a test to change."""
+    import shutil
+
+    from misbench.lake import DeltaRsLake
+
+    shutil.copytree(source, destination)
+    return DeltaRsLake(spark, root=str(destination))

@@ -1,7 +1,6 @@
 """The claims job on the real Wikidata slice, through the lake; enrichment against a real local
 SPARQL endpoint (oxigraph); 2WikiMultihopQA import."""
 import json
-import shutil
 import socket
 import subprocess
 import sys
@@ -14,7 +13,7 @@ import pytest
 from misbench.claims.job import run_claims
 from misbench.cli import main
 from misbench.ingest.job import run_ingest
-from tests.conftest import SLICE_JSON, require_slice
+from tests.conftest import SLICE_JSON, copy_lake, require_slice
 
 MISSING_FROM_SUBSET = {"Q142", "Q145"}  # France and the United Kingdom
 
@@ -33,11 +32,7 @@ def slice_lake(spark, cfg, tmp_path_factory):
 
 @pytest.fixture()
 def claims_lake(spark, slice_lake, tmp_path):
-    from misbench.lake import DeltaRsLake
-
-    root = tmp_path / "lake"
-    shutil.copytree(slice_lake, root)
-    return DeltaRsLake(spark, root=str(root))
+    return copy_lake(spark, slice_lake, tmp_path / "lake")
 
 
 def table_rows(lake, name):

@@ -1,7 +1,6 @@
 """Generation end to end with a real small model (Qwen2.5-Coder 0.5B, llama.cpp on CPU), through
 Spark and the lake: every style and kind, resumption, and a kill -9 in the middle."""
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -14,7 +13,7 @@ from misbench.generate.job import run_generate
 from misbench.generate.stage import EVIDENCE_KINDS, STYLES
 from misbench.ingest.job import run_ingest
 from misbench.lake import DeltaRsLake
-from tests.conftest import PROJECT, SLICE_JSON, require_slice
+from tests.conftest import PROJECT, SLICE_JSON, copy_lake, require_slice
 
 SMALL_MODEL = [
     "llm.llama_cpp.model=qwen2.5-coder-0.5b-instruct-q4km",
@@ -38,9 +37,7 @@ def claims_root(spark, cfg, tmp_path_factory):
 
 @pytest.fixture()
 def lake_copy(spark, claims_root, tmp_path):
-    root = tmp_path / "lake"
-    shutil.copytree(claims_root, root)
-    return DeltaRsLake(spark, root=str(root))
+    return copy_lake(spark, claims_root, tmp_path / "lake")
 
 
 def evidence_of_first_claim(lake):

@@ -34,7 +34,7 @@ class Endpoint:
                         self.wfile.write(b'{"error": "busy"}')
                         return
                     import time
-                    time.sleep(0.05)
+                    time.sleep(0.3)  # long enough that concurrent requests overlap
                     text = "echo: " + body["messages"][-1]["content"]
                     reply = {"choices": [{"message": {"content": text}, "finish_reason": "stop"}],
                              "usage": {"prompt_tokens": 7, "completion_tokens": 3}}

@@ -61,6 +61,20 @@ class LLMBackend(ABC):
         """Log-probability of each option as the start of the assistant's answer."""
 
 
+def option_scores(chat_response: dict, options: Sequence[str]) -> list[float]:
+    """Per option, the log-probability of its first token as the reply's first token, read
+    from an OpenAI-style chat response with ``top_logprobs`` (llama.cpp returns the same)."""
+    import math
+
+    content = (chat_response["choices"][0].get("logprobs") or {}).get("content") or []
+    top: dict[str, float] = {}
+    if content:
+        for entry in content[0].get("top_logprobs", []):
+            token = entry["token"].strip()
+            top[token] = max(top.get(token, -math.inf), entry["logprob"])
+    return [top.get(option.strip(), -math.inf) for option in options]
+
+
 def settings_key(settings: dict) -> str:
     return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()
 

@@ -108,14 +108,26 @@ class LlamaCppBackend(LLMBackend):
         return results
 
     def option_logprobs(self, prompt: Messages, options: Sequence[str]) -> list[float]:
-        """Log-probability of each option's first token as the answer's first token."""
-        response = self.engine.create_chat_completion(
-            messages=prompt, max_tokens=1, temperature=0.0, logprobs=True, top_logprobs=20,
+        """Log-probability of each option's first token as the reply's first token, from the
+        logits after the chat prompt (no logits_all: that would hold a vocabulary-sized row
+        per context token)."""
+        import numpy as np
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        formatter = Jinja2ChatFormatter(
+            template=self.engine.metadata["tokenizer.chat_template"], eos_token="", bos_token=""
         )
-        content = response["choices"][0].get("logprobs", {}).get("content") or []
-        top = {}
-        if content:
-            for entry in content[0].get("top_logprobs", []):
-                token = entry["token"].strip()
-                top[token] = max(top.get(token, -math.inf), entry["logprob"])
-        return [top.get(option.strip(), -math.inf) for option in options]
+        text = formatter(messages=list(prompt)).prompt
+        tokens = self.engine.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+        self.engine.reset()
+        self.engine.eval(tokens)
+        # Without logits_all, llama.cpp keeps only the last token's logits, in its context.
+        last = np.ctypeslib.as_array(self.engine._ctx.get_logits(), shape=(self.engine.n_vocab(),))
+        logits = np.array(last, dtype=np.float64)
+        top = logits.max()
+        normaliser = top + np.log(np.exp(logits - top).sum())
+        scores = []
+        for option in options:
+            ids = self.engine.tokenize(option.strip().encode("utf-8"), add_bos=False, special=False)
+            scores.append(float(logits[ids[0]] - normaliser) if ids else -math.inf)
+        return scores

@@ -8,7 +8,6 @@ exponential backoff on 429, 5xx and network errors.
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
 import urllib.error
@@ -16,7 +15,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
-from misbench.llm import Generation, LLMBackend, Messages, SamplingParams
+from misbench.llm import Generation, LLMBackend, Messages, SamplingParams, option_scores
 
 _RETRYABLE = {408, 409, 429, 500, 502, 503, 504}
 
@@ -90,10 +89,4 @@ class OpenAIBackend(LLMBackend):
             "model": self.model, "messages": prompt, "max_tokens": 1, "temperature": 0.0,
             "logprobs": True, "top_logprobs": 20,
         })
-        content = (response["choices"][0].get("logprobs") or {}).get("content") or []
-        top = {}
-        if content:
-            for entry in content[0].get("top_logprobs", []):
-                token = entry["token"].strip()
-                top[token] = max(top.get(token, -math.inf), entry["logprob"])
-        return [top.get(option.strip(), -math.inf) for option in options]
+        return option_scores(response, options)
