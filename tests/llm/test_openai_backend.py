@@ -38,6 +38,10 @@ class Endpoint:
                     text = "echo: " + body["messages"][-1]["content"]
                     reply = {"choices": [{"message": {"content": text}, "finish_reason": "stop"}],
                              "usage": {"prompt_tokens": 7, "completion_tokens": 3}}
+                    if body.get("logprobs"):
+                        reply["choices"][0]["logprobs"] = {"content": [{"token": "Yes", "logprob": -0.2,
+                            "top_logprobs": [{"token": "Yes", "logprob": -0.2},
+                                             {"token": " No", "logprob": -1.9}]}]}
                     data = json.dumps(reply).encode()
                     self.send_response(200)
                     self.send_header("Content-Type", "application/json")
@@ -90,3 +94,13 @@ def test_failures_after_retries_are_recorded_not_raised(settings):
         endpoint.close()
     dead = load_backend(settings("http://127.0.0.1:9/v1", retries=0))
     assert "URLError" in dead.generate([[{"role": "user", "content": "x"}]], SamplingParams())[0].error
+
+
+def test_option_scores_come_from_top_logprobs(settings):
+    endpoint = Endpoint()
+    try:
+        scores = load_backend(settings(endpoint.url)).option_logprobs(
+            [{"role": "user", "content": "Yes or No?"}], ["Yes", "No", "Maybe"])
+        assert scores[:2] == [-0.2, -1.9] and scores[2] == float("-inf")
+    finally:
+        endpoint.close()
