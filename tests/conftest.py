@@ -2,7 +2,6 @@
 Wikidata slice from ../shared/data."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest

@@ -1,6 +1,4 @@
 """Claim stage functions on tiny DataFrames."""
-import pytest
-from pyspark.sql import functions as F
 
 from misbench.claims import stage
 from misbench.claims.relations import Relation, RelationPair

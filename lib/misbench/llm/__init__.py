@@ -14,7 +14,7 @@ import os
 import threading
 import uuid
 from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Sequence
 
 Messages = list[dict]  # chat messages: [{"role": "system"|"user"|"assistant", "content": str}]
