@@ -50,6 +50,7 @@ def main() -> None:
     from misbench.ingest.job import run_ingest
     from misbench.lake import open_lake
     from misbench.llm import SamplingParams, load_backend
+    from misbench.prompts import load_prompt
     from misbench.spark import get_spark
 
     lake_root = tempfile.mkdtemp(prefix="misbench-bench-generate-")
@@ -88,10 +89,13 @@ def main() -> None:
     conflicts = lake.read("conflicts").join(claims.select("claim_id"), "claim_id", "left_semi")
     describe = SamplingParams(**settings["description_sampling"])
     write = SamplingParams(**settings["sampling"])
-    descriptions = stage.description_requests(claims, conflicts, model, describe.key())
+    prompts = {name: load_prompt(name) for name in stage.PROMPT_NAMES}
+    descriptions = stage.description_requests(claims, conflicts, prompts, model, describe.key())
     described = lake.read("semantic_descriptions").where("error IS NULL")
-    entries = stage.entry_requests(claims, conflicts, described, int(settings["target_words"]), model, write.key())
-    styles = stage.style_requests(lake.read("evidence").where("style = 'wikipedia'"), model, write.key())
+    entries = stage.entry_requests(claims, conflicts, described, prompts, int(settings["target_words"]),
+                                   model, write.key())
+    styles = stage.style_requests(lake.read("evidence").where("style = 'wikipedia'"), prompts, model,
+                                  write.key())
     batches = [
         (describe, [json.loads(r.messages) for r in descriptions.collect()]),
         (write, [json.loads(r.messages) for r in entries.unionByName(styles).collect()]),

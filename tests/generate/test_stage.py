@@ -56,18 +56,21 @@ def claim_frames(spark):
     return claims, conflicts, descriptions
 
 
+PROMPTS = {name: load_prompt(name) for name in stage.PROMPT_NAMES}
+
+
 def test_entry_requests_cover_every_kind_with_stable_keys(spark):
     claims, conflicts, descriptions = claim_frames(spark)
-    requests = stage.entry_requests(claims, conflicts, descriptions, 100, "m1", "p1")
+    requests = stage.entry_requests(claims, conflicts, descriptions, PROMPTS, 100, "m1", "p1")
     rows = {r.kind: r for r in requests.collect()}
     assert set(rows) == {"correct", "factual", "temporal", "semantic"}
     assert "United Kingdom" in json.loads(rows["correct"].messages)[1]["content"]
     assert "2041-01-01" in json.loads(rows["temporal"].messages)[1]["content"]
     assert "a Baltic region" in json.loads(rows["semantic"].messages)[1]["content"]
-    again = {r.kind: r.evidence_id for r in stage.entry_requests(claims, conflicts, descriptions, 100, "m1", "p1").collect()}
+    again = {r.kind: r.evidence_id for r in stage.entry_requests(claims, conflicts, descriptions, PROMPTS, 100, "m1", "p1").collect()}
     assert again == {k: r.evidence_id for k, r in rows.items()}
-    other_model = {r.kind: r.evidence_id for r in stage.entry_requests(claims, conflicts, descriptions, 100, "m2", "p1").collect()}
-    other_params = {r.kind: r.evidence_id for r in stage.entry_requests(claims, conflicts, descriptions, 100, "m1", "p2").collect()}
+    other_model = {r.kind: r.evidence_id for r in stage.entry_requests(claims, conflicts, descriptions, PROMPTS, 100, "m2", "p1").collect()}
+    other_params = {r.kind: r.evidence_id for r in stage.entry_requests(claims, conflicts, descriptions, PROMPTS, 100, "m1", "p2").collect()}
     assert not set(other_model.values()) & set(again.values())
     assert not set(other_params.values()) & set(again.values())
 

@@ -21,6 +21,7 @@ from misbench.config import Config
 from misbench.generate import stage
 from misbench.lake import Lake
 from misbench.llm import SamplingParams
+from misbench.prompts import load_prompt
 
 log = logging.getLogger(__name__)
 
@@ -132,19 +133,20 @@ def run_generate(spark: SparkSession, lake: Lake, cfg: Config, limit: int | None
     describe = SamplingParams(**settings["description_sampling"])
     write = SamplingParams(**settings["sampling"])
     generator = Generator(spark, lake, cfg)
+    prompts = {name: load_prompt(name) for name in stage.PROMPT_NAMES}
 
-    descriptions = stage.description_requests(claims, conflicts, model, describe.key())
+    descriptions = stage.description_requests(claims, conflicts, prompts, model, describe.key())
     generator.run("descriptions", descriptions, "semantic_descriptions", describe)
     current_descriptions = lake.read("semantic_descriptions").join(
         descriptions.select("evidence_id"), "evidence_id", "left_semi"
     ).where(F.col("error").isNull())
 
-    entries = stage.entry_requests(claims, conflicts, current_descriptions, int(settings["target_words"]),
-                                   model, write.key())
+    entries = stage.entry_requests(claims, conflicts, current_descriptions, prompts,
+                                   int(settings["target_words"]), model, write.key())
     generator.run("entries", entries, "evidence", write)
     current_entries = lake.read("evidence").join(entries.select("evidence_id"), "evidence_id", "left_semi")
 
-    styles = stage.style_requests(current_entries, model, write.key())
+    styles = stage.style_requests(current_entries, prompts, model, write.key())
     generator.run("styles", styles, "evidence", write)
 
     current = lake.read("evidence").join(

@@ -14,13 +14,13 @@ is missing or failed.
 from __future__ import annotations
 
 import json
-from typing import Iterator
+from typing import Iterator, Mapping
 
 import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from misbench.prompts import load_prompt
+from misbench.prompts import Prompt
 
 EVIDENCE_KINDS = ("correct", "factual", "temporal", "semantic")
 STYLES = ("wikipedia", "news", "science", "blog", "technical", "confident")
@@ -30,6 +30,9 @@ ENTRY_PROMPTS = {
     "temporal": "misinformation_temporal",
     "semantic": "misinformation_semantic",
 }
+STYLE_PROMPTS = {style: f"style_{style}" for style in STYLES[1:]}
+# Every prompt the stage renders; the job loads them (stage functions read no files).
+PROMPT_NAMES = ("semantic_description", *ENTRY_PROMPTS.values(), *STYLE_PROMPTS.values())
 REQUEST_COLUMNS = [
     "evidence_id", "claim_id", "hop", "kind", "style", "prompt_name", "prompt_hash",
     "messages", "source_evidence_id",
@@ -42,9 +45,8 @@ GENERATED_SCHEMA = (
 )
 
 
-def _prompt_udf(prompt_name: str, field_columns: dict[str, str]):
+def _prompt_udf(prompt: Prompt, field_columns: dict[str, str]):
     """Rendered chat messages (JSON) of a prompt, from the named columns."""
-    prompt = load_prompt(prompt_name)
 
     @F.udf("string")
     def render(*values):
@@ -61,7 +63,9 @@ def _described(column: str) -> F.Column:
     return F.coalesce(F.col(column), F.lit("no description"))
 
 
-def description_requests(claims: DataFrame, conflicts: DataFrame, model: str, sampling_key: str) -> DataFrame:
+def description_requests(
+    claims: DataFrame, conflicts: DataFrame, prompts: Mapping[str, Prompt], model: str, sampling_key: str
+) -> DataFrame:
     """Per claim: rewrite the subject's description to fit its semantic conflict."""
     semantic = conflicts.where(F.col("kind") == "semantic").select(
         "claim_id", F.col("statement").alias("conflict_statement"), "subject_description"
@@ -69,7 +73,7 @@ def description_requests(claims: DataFrame, conflicts: DataFrame, model: str, sa
     rows = claims.select("claim_id", "hop", "subject_label").join(semantic, "claim_id").withColumn(
         "subject_description", _described("subject_description")
     )
-    messages, prompt = _prompt_udf("semantic_description", {
+    messages, prompt = _prompt_udf(prompts["semantic_description"], {
         "subject": "subject_label", "subject_description": "subject_description",
         "statement": "conflict_statement"})
     return rows.select(
@@ -80,8 +84,8 @@ def description_requests(claims: DataFrame, conflicts: DataFrame, model: str, sa
 
 
 def entry_requests(
-    claims: DataFrame, conflicts: DataFrame, descriptions: DataFrame, words: int, model: str,
-    sampling_key: str,
+    claims: DataFrame, conflicts: DataFrame, descriptions: DataFrame, prompts: Mapping[str, Prompt],
+    words: int, model: str, sampling_key: str,
 ) -> DataFrame:
     """Per claim: the correct entry, and one misinformation entry per conflict kind.
     ``descriptions``: claim_id, text of the rewritten description (semantic entries need it)."""
@@ -89,7 +93,7 @@ def entry_requests(
         "subject_description", _described("subject_description")
     ).withColumn("words", F.lit(words))
     requests = []
-    correct, prompt = _prompt_udf(ENTRY_PROMPTS["correct"], {
+    correct, prompt = _prompt_udf(prompts[ENTRY_PROMPTS["correct"]], {
         "words": "words", "subject": "subject_label", "subject_description": "subject_description",
         "statement": "statement"})
     requests.append(base.select("claim_id", "hop", F.lit("correct").alias("kind"),
@@ -110,7 +114,7 @@ def entry_requests(
             fields["subject_description"] = "subject_description"
         if kind == "temporal":
             fields.update(valid_from="valid_from", valid_until="valid_until")
-        messages, prompt = _prompt_udf(ENTRY_PROMPTS[kind], fields)
+        messages, prompt = _prompt_udf(prompts[ENTRY_PROMPTS[kind]], fields)
         requests.append(rows.select("claim_id", "hop", F.lit(kind).alias("kind"),
                                     F.lit(prompt.name).alias("prompt_name"),
                                     F.lit(prompt.sha).alias("prompt_hash"), messages.alias("messages")))
@@ -122,12 +126,14 @@ def entry_requests(
     ).withColumn("evidence_id", _request_key(model, sampling_key)).select(*REQUEST_COLUMNS)
 
 
-def style_requests(entries: DataFrame, model: str, sampling_key: str) -> DataFrame:
+def style_requests(
+    entries: DataFrame, prompts: Mapping[str, Prompt], model: str, sampling_key: str
+) -> DataFrame:
     """Each successful encyclopedia entry rewritten in the five other styles."""
     ok = entries.where((F.col("style") == "wikipedia") & F.col("error").isNull())
     frames = []
     for style in STYLES[1:]:
-        messages, prompt = _prompt_udf(f"style_{style}", {"text": "text"})
+        messages, prompt = _prompt_udf(prompts[STYLE_PROMPTS[style]], {"text": "text"})
         frames.append(ok.select(
             "claim_id", "hop", "kind", F.lit(style).alias("style"),
             F.lit(prompt.name).alias("prompt_name"), F.lit(prompt.sha).alias("prompt_hash"),
