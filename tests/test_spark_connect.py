@@ -27,7 +27,7 @@ def run_on_spark_connect(root: str, dump: str) -> dict:
         cfg = load_config("local", ["lake.backend=spark_delta", f"lake.root={root}"])
         lake = SparkDeltaLake(spark, root=root)
         ingest = run_ingest(spark, lake, cfg, [dump])
-        claims = run_claims(spark, lake, cfg)
+        run_claims(spark, lake, cfg)
         return {
             "ingest": (ingest.entities, ingest.triples, ingest.rejects),
             "claims": sorted((r.claim_id, r.statement) for r in lake.read("claims").collect()),

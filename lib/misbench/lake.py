@@ -211,20 +211,10 @@ class DeltaRsLake(Lake):
         return super().row_count(name)
 
     def discovered_tables(self) -> list[str]:
-        if "://" in self.root or not os.path.isdir(self.root):
-            return [name for name in self.known_tables if self.exists(name)]
-        return sorted(
-            entry
-            for entry in os.listdir(self.root)
-            if os.path.isdir(os.path.join(self.root, entry, "_delta_log"))
-        )
+        return _folder_tables(self)
 
     def drop(self, name: str) -> None:
-        import shutil
-
-        if "://" in self.root:
-            raise NotImplementedError("drop is only supported for local lake roots")
-        shutil.rmtree(self.location(name), ignore_errors=True)
+        _drop_folder(self, name)
 
     def write(self, df, name, mode="overwrite", partition_by=(), replace_partitions=None):
         self._write_files(df, None, df.schema, name, mode, partition_by, replace_partitions)
@@ -320,7 +310,7 @@ def _parquet_file_writer(table_uri: str, partition_by: list[str], arrow_schema: 
         finished: list[dict] = []
 
         def close(key: tuple) -> None:
-            finished.append(open_files.pop(key).close(filesystem, base_path))
+            finished.append(open_files.pop(key).close())
 
         for batch in batches:
             table = pa.Table.from_batches([batch])
@@ -378,6 +368,7 @@ class _OpenFile:
         self.relative_path = f"{folder}/{name}" if folder else name
         self.partition = partition
         full_path = f"{base_path}/{self.relative_path}"
+        self.filesystem, self.full_path = filesystem, full_path
         filesystem.create_dir(full_path.rsplit("/", 1)[0], recursive=True)
         self.writer = pq.ParquetWriter(
             full_path, schema, compression="snappy", filesystem=filesystem
@@ -404,10 +395,10 @@ class _OpenFile:
             self.stats.update(table)
             self.pending, self.pending_bytes = [], 0
 
-    def close(self, filesystem, base_path: str) -> dict:
+    def close(self) -> dict:
         self._flush()
         self.writer.close()
-        info = filesystem.get_file_info(f"{base_path}/{self.relative_path}")
+        info = self.filesystem.get_file_info(self.full_path)
         return {
             "path": self.relative_path,
             "size": info.size,
@@ -575,24 +566,33 @@ class SparkDeltaLake(Lake):
     def drop(self, name: str) -> None:
         if self.by_name:
             self.spark.sql(f"DROP TABLE IF EXISTS {self.location(name)}")
-            return
-        if "://" in self.root:
-            raise NotImplementedError("drop of path tables on remote storage: remove the folder")
-        import shutil
-
-        shutil.rmtree(self.location(name), ignore_errors=True)
+        else:
+            _drop_folder(self, name)
 
     def discovered_tables(self) -> list[str]:
         if self.by_name:
             rows = self.spark.sql(f"SHOW TABLES IN {self.namespace}").collect()
             return [row["tableName"] for row in rows if not row["isTemporary"]]
-        if "://" not in self.root and os.path.isdir(self.root):
-            return sorted(
-                entry
-                for entry in os.listdir(self.root)
-                if os.path.isdir(os.path.join(self.root, entry, "_delta_log"))
-            )
-        return [name for name in self.known_tables if self.exists(name)]
+        return _folder_tables(self)
+
+
+def _folder_tables(lake) -> list[str]:
+    """Delta tables under a lake root folder; on remote storage, the known names that exist."""
+    if "://" in lake.root or not os.path.isdir(lake.root):
+        return [name for name in lake.known_tables if lake.exists(name)]
+    return sorted(
+        entry
+        for entry in os.listdir(lake.root)
+        if os.path.isdir(os.path.join(lake.root, entry, "_delta_log"))
+    )
+
+
+def _drop_folder(lake, name: str) -> None:
+    import shutil
+
+    if "://" in lake.root:
+        raise NotImplementedError("drop of tables on remote storage: remove the folder")
+    shutil.rmtree(lake.location(name), ignore_errors=True)
 
 
 def _sql_string(value) -> str:

@@ -62,28 +62,36 @@ def stable_id(*parts: Column) -> Column:
     return F.substring(F.sha2(F.concat_ws("|", *parts), 256), 1, 16)
 
 
-def date_text(value: Column, precision: Column) -> Column:
-    """A canonical time value (1952-03-11 / 1952-03 / 1952 / -0050) in words, at its precision."""
+def _as_date(value: Column, precision: Column) -> tuple[Column, Column, Column]:
+    """(is_day, is_month, the value as a DATE) for a canonical time value at its precision."""
     is_day = (precision >= 11) & value.rlike(r"^\d{4}-\d{2}-\d{2}$")
     is_month = (precision == 10) & value.rlike(r"^\d{4}-\d{2}$")
+    # Only read inside the is_day / is_month branches, so other values never reach to_date.
+    as_date = F.to_date(F.when(is_month, F.concat(value, F.lit("-01"))).otherwise(value), "yyyy-MM-dd")
+    return is_day, is_month, as_date
+
+
+def date_text(value: Column, precision: Column) -> Column:
+    """A canonical time value (1952-03-11 / 1952-03 / 1952 / -0050) in words, at its precision."""
+    is_day, is_month, as_date = _as_date(value, precision)
     year = F.regexp_replace(F.regexp_replace(value, r"^-", ""), r"-.*$", "")
     year_words = F.when(value.startswith("-"), F.concat(F.ltrim(F.regexp_replace(year, "^0+", "")), F.lit(" BCE"))) \
         .otherwise(F.regexp_replace(year, "^0+(?=\\d)", ""))
     return (
-        F.when(is_day, F.date_format(F.to_date(value, "yyyy-MM-dd"), "d MMMM yyyy"))
-        .when(is_month, F.date_format(F.to_date(F.concat(value, F.lit("-01")), "yyyy-MM-dd"), "MMMM yyyy"))
+        F.when(is_day, F.date_format(as_date, "d MMMM yyyy"))
+        .when(is_month, F.date_format(as_date, "MMMM yyyy"))
         .otherwise(year_words)
     )
 
 
 def shifted_date(value: Column, precision: Column, years: Column) -> Column:
     """The canonical time value moved by a number of years, keeping its precision."""
-    is_day = (precision >= 11) & value.rlike(r"^\d{4}-\d{2}-\d{2}$")
-    is_month = (precision == 10) & value.rlike(r"^\d{4}-\d{2}$")
+    is_day, is_month, as_date = _as_date(value, precision)
+    moved = F.add_months(as_date, years * 12)
     year = F.regexp_extract(value, r"^(-?\d+)", 1).cast("long") + years
     return (
-        F.when(is_day, F.date_format(F.add_months(F.to_date(value, "yyyy-MM-dd"), years * 12), "yyyy-MM-dd"))
-        .when(is_month, F.date_format(F.add_months(F.to_date(F.concat(value, F.lit("-01")), "yyyy-MM-dd"), years * 12), "yyyy-MM"))
+        F.when(is_day, F.date_format(moved, "yyyy-MM-dd"))
+        .when(is_month, F.date_format(moved, "yyyy-MM"))
         .otherwise(F.when(year < 0, F.concat(F.lit("-"), F.lpad((-year).cast("string"), 4, "0")))
                    .otherwise(F.lpad(year.cast("string"), 4, "0")))
     )

@@ -101,8 +101,7 @@ def _parallelism(spark: SparkSession) -> int:
 
 
 def read_and_parse(languages: Sequence[str], batch_lines: int):
-    """A mapInArrow function: split rows in, parsed rows (``stage.parsed_dump``'s shape)
-    out. Reading and parsing share one Python pass, so no dump line crosses into the JVM."""
+    """A mapInArrow function: split rows in, parsed rows (``parse.PARSED_SCHEMA``) out. Reading and parsing share one Python pass, so no dump line crosses into the JVM."""
     languages = list(languages)
 
     def run(split_batches):

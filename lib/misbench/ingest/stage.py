@@ -1,18 +1,17 @@
-"""Ingest stage: dump lines -> parsed rows -> entities, triples, rejects.
+"""Ingest stage: parsed rows -> entities, triples, rejects.
 
 Pure DataFrame functions; the job (``misbench.ingest.job``) reads the dump and writes tables.
-The dump is scanned once into the parsed shape (``misbench.ingest.parse.PARSED_SCHEMA``),
-which the job stores, then the three tables are split from it without re-reading the dump.
+The job scans the dump once into the parsed shape (``misbench.ingest.parse.PARSED_SCHEMA``:
+reading and parsing share one Python pass), stores it, and the three tables are split from
+it here without re-reading the dump.
 """
 from __future__ import annotations
-
-from typing import Sequence
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from misbench.ingest.parse import PARSED_SCHEMA, parse_line_batches
+from misbench.ingest.parse import PARSED_SCHEMA
 
 PARSED_SPARK_SCHEMA = from_arrow_schema(PARSED_SCHEMA)
 
@@ -26,26 +25,6 @@ TRIPLE_COLUMNS = [
     "point_in_time",
 ]
 REJECT_COLUMNS = ["source_file", "line_number", "reason", "raw_head"]
-
-
-def parsed_dump(lines: DataFrame, languages: Sequence[str]) -> DataFrame:
-    """Parse dump lines.
-
-    Reads ``value`` (the line), ``source_file`` and ``block_start`` (the file split it came
-    from), in file order within each split, and optionally ``problem`` (why the reader could
-    not read the line whole). Produces the parsed shape: one ``entity`` or ``reject`` row per
-    entity line, one ``block`` row per split. The ingest job runs the same parser fused with
-    its file reader (``misbench.ingest.job.read_and_parse``).
-    """
-    languages = list(languages)
-
-    def parse(batches):
-        return parse_line_batches(batches, languages)
-
-    columns = ["value", "source_file", "block_start"]
-    if "problem" in lines.columns:
-        columns.append("problem")
-    return lines.select(*columns).mapInArrow(parse, PARSED_SPARK_SCHEMA)
 
 
 def duplicate_entity_lines(parsed: DataFrame) -> DataFrame:

@@ -76,7 +76,6 @@ class LlamaCppBackend(LLMBackend):
             # when several engines share a machine, and its spinning threads then crawl.
             n_threads_batch=int(threads),
             n_batch=int(config.get("n_batch", 256)),
-            logits_all=bool(config.get("logits_all", False)),
             seed=int(config.get("seed", 0)),
             verbose=False,
         )
