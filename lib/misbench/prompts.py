@@ -1,6 +1,7 @@
 """Prompt files under prompts/: loaded by name, rendered with named fields, hashed.
 
-A prompt is the user message; ``prompts/system.txt`` is the system message of every prompt.
+A prompt is the user message ``prompts/<name>.txt``; its system message is
+``prompts/<name>.system.txt`` where one exists, else ``prompts/system.txt`` (the writers').
 Fields are ``{name}``; rendering fails, naming the prompt, if a field is missing.
 """
 from __future__ import annotations
@@ -48,5 +49,7 @@ def load_prompt(name: str) -> Prompt:
     path = folder / f"{name}.txt"
     if not path.is_file():
         raise ConfigError(f"no prompt file prompts/{name}.txt")
-    system = (folder / "system.txt").read_text(encoding="utf-8").strip()
+    own_system = folder / f"{name}.system.txt"
+    system_path = own_system if own_system.is_file() else folder / "system.txt"
+    system = system_path.read_text(encoding="utf-8").strip()
     return Prompt(name, system, path.read_text(encoding="utf-8").strip())

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import math
 import time
 import uuid
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from misbench.chunked import recover_chunk, run_chunks
 from misbench.config import Config
 from misbench.generate import stage
 from misbench.lake import Lake
@@ -50,13 +50,6 @@ def model_identity(llm: dict) -> str:
     return model
 
 
-def _gpu_profile(gpus: float):
-    from pyspark.resource import ResourceProfileBuilder, TaskResourceRequests
-
-    requests = TaskResourceRequests().cpus(1).resource("gpu", gpus)
-    return ResourceProfileBuilder().require(requests).build
-
-
 class Generator:
     """Runs request sets through the configured LLM, chunk by chunk, into lake tables."""
 
@@ -70,10 +63,7 @@ class Generator:
 
     def run(self, name: str, requests: DataFrame, target: str, params: SamplingParams) -> None:
         settings = self.settings
-        chunk_table = f"generation_chunk_{target}"
-        if self.lake.exists(chunk_table):
-            # A chunk written just before a kill: make sure it reached its table.
-            self.lake.upsert(self.lake.read(chunk_table), target, ["evidence_id"])
+        recover_chunk(self.lake, target, "evidence_id")
         done = self.lake.read(target).select("evidence_id", "error", "attempts") if self.lake.exists(target) else None
         self.lake.write(stage.pending_requests(requests, done, int(settings["max_attempts"])),
                         f"generation_queue_{target}")
@@ -82,21 +72,14 @@ class Generator:
         if total == 0:
             log.info("generate %s: nothing to do", name)
             return
-        chunks = math.ceil(total / int(settings["commit_rows"]))
-        queue = queue.withColumn("chunk", F.pmod(F.xxhash64("evidence_id"), F.lit(chunks)))
         produce = stage.generate_batches(
             self.llm, params.__dict__, settings["refusal_markers"], int(settings["min_words"])
         )
-        profile = _gpu_profile(float(settings["gpus_per_task"])) if settings["gpus_per_task"] else None
         started, finished = time.perf_counter(), 0
         totals = {"rows": 0, "failed": 0, "tokens_in": 0, "tokens_out": 0, "worker_s": 0.0}
-        for chunk in range(chunks):
-            part = queue.where(F.col("chunk") == chunk).drop("chunk").repartition(int(settings["tasks"]))
-            generated = part.mapInPandas(produce, stage.GENERATED_SCHEMA, profile=profile)
-            # Stored before merging: a MERGE may read its source twice, a model must not run twice.
-            self.lake.write(generated, chunk_table)
-            written = self.lake.read(chunk_table)
-            self.lake.upsert(written, target, ["evidence_id"])
+        for written in run_chunks(self.lake, queue, total, produce, stage.GENERATED_SCHEMA, target,
+                                  "evidence_id", int(settings["commit_rows"]), int(settings["tasks"]),
+                                  float(settings["gpus_per_task"] or 0)):
             summary = written.agg(
                 F.count("*").alias("rows"),
                 F.sum(F.col("error").isNotNull().cast("long")).alias("failed"),
@@ -109,7 +92,6 @@ class Generator:
             elapsed = time.perf_counter() - started
             log.info("generate %s: %d/%d rows, %d failed, %.1f tokens/s", name, finished, total,
                      totals["failed"], totals["tokens_out"] / elapsed if elapsed else 0.0)
-        self.lake.drop(chunk_table)
         self.generated += totals["rows"]
         self.failed += totals["failed"]
         record = self.spark.createDataFrame([(

@@ -8,10 +8,8 @@ later batch and task that worker runs.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import threading
 import uuid
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
@@ -75,10 +73,6 @@ def option_scores(chat_response: dict, options: Sequence[str]) -> list[float]:
     return [top.get(option.strip(), -math.inf) for option in options]
 
 
-def settings_key(settings: dict) -> str:
-    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()
-
-
 def load_backend(settings: dict) -> LLMBackend:
     """A new engine for ``llm`` settings (``backend`` and that backend's section)."""
     name = settings["backend"]
@@ -97,30 +91,8 @@ def load_backend(settings: dict) -> LLMBackend:
     raise ValueError(f"llm.backend '{name}' is not one of llama_cpp, vllm, openai")
 
 
-_ENGINES: dict[str, LLMBackend] = {}
-_ENGINES_LOCK = threading.Lock()
-
-
 def worker_backend(settings: dict) -> LLMBackend:
     """The engine for these settings in this process, loaded on first use."""
-    key = settings_key(settings)
-    with _ENGINES_LOCK:
-        if key not in _ENGINES:
-            _pin_task_gpu()
-            _ENGINES[key] = load_backend(settings)
-        return _ENGINES[key]
+    from misbench.workers import worker_cached
 
-
-def _pin_task_gpu() -> None:
-    """On GPU clusters, load on the GPU Spark assigned to this task (stage-level scheduling)."""
-    import os
-
-    try:
-        from pyspark import TaskContext
-
-        context = TaskContext.get()
-        gpus = context.resources().get("gpu") if context else None
-    except Exception:  # noqa: BLE001 - outside Spark, or no resources
-        gpus = None
-    if gpus is not None and gpus.addresses:
-        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(gpus.addresses)
+    return worker_cached("llm", settings, lambda: load_backend(settings))

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Sequence
 
 from misbench.llm import Generation, LLMBackend, Messages, SamplingParams
+from misbench.workers import cpu_threads
 
 
 def _package_chunks(package: str) -> list[Path]:
@@ -67,7 +68,7 @@ class LlamaCppBackend(LLMBackend):
 
         name, path = model_path(config, llm_settings)
         super().__init__(name)
-        threads = config.get("n_threads") or max(1, (os.cpu_count() or 1) // int(config.get("workers", 1)))
+        threads = cpu_threads(config.get("n_threads"), config.get("workers", 1))
         self.engine = Llama(
             model_path=str(path),
             n_ctx=int(config.get("n_ctx", 4096)),

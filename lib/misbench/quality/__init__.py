@@ -1,0 +1,1 @@
+"""Quality control of generated evidence, and the human-evaluation loop that checks it."""

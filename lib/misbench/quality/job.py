@@ -1,0 +1,103 @@
+"""The quality job: evidence -> evidence_qc, quality_stats.
+
+Resumable and idempotent: each evidence row is keyed by ``qc_key`` (settings + what the checks
+read); only rows without a current result are checked, in chunks committed one by one. A rerun
+after a kill checks only what is left; a rerun after a change of text or setting re-checks
+exactly the rows it affects.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from dataclasses import dataclass
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from misbench.chunked import recover_chunk, run_chunks
+from misbench.config import Config, deep_merge
+from misbench.lake import Lake
+from misbench.prompts import load_prompt
+from misbench.quality import stage
+from misbench.workers import settings_key
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class QualityReport:
+    evidence: int
+    checked: int
+    passed: int
+    dropped_by_filter: dict
+    model_loads: int
+
+
+def resolved_settings(cfg: Config) -> dict:
+    """The quality section with what the workers need from elsewhere: the target length, and
+    for the LLM judge its LLM settings (llm, overridden by the judge's own) and its prompt."""
+    settings = dict(cfg.get("quality"))
+    settings["target_words"] = int(cfg.get("generate.target_words"))
+    judge = settings["entailment"]["llm_judge"]
+    llm = deep_merge(cfg.get("llm"), judge.get("llm") or {})
+    if "workers" not in ((judge.get("llm") or {}).get("llama_cpp") or {}):
+        llm["llama_cpp"]["workers"] = settings["tasks"]  # engines at once = quality tasks
+    settings["judge_llm"] = llm
+    settings["judge_prompt"] = load_prompt(judge["prompt"])
+    return settings
+
+
+def results_key(settings: dict) -> str:
+    """What the results depend on (not tasks, threads, batch sizes or devices)."""
+    entailment = settings["entailment"]
+    backend = entailment["backend"]
+    key = {
+        "completeness": settings["completeness"], "target_words": settings["target_words"],
+        "threshold": entailment["threshold"], "overlap": entailment["overlap_sentences"], "backend": backend,
+        "similarity": {k: settings["similarity"][k] for k in ("model", "model_package", "alpha")},
+    }
+    if backend == "nli":
+        key["nli"] = {k: entailment["nli"][k] for k in ("model", "max_length")}
+    else:
+        llm = settings["judge_llm"]
+        key["judge"] = {"backend": llm["backend"], "model": llm[llm["backend"]]["model"],
+                        "window_words": entailment["llm_judge"]["window_words"],
+                        "prompt": settings["judge_prompt"].sha}
+    return settings_key(key)[:16]
+
+
+def run_quality(spark: SparkSession, lake: Lake, cfg: Config) -> QualityReport:
+    settings = resolved_settings(cfg)
+    inputs = stage.qc_inputs(lake.read("evidence"), lake.read("claims"), lake.read("conflicts"),
+                             results_key(settings))
+    recover_chunk(lake, "evidence_qc", "evidence_id")
+    queue = inputs
+    if lake.exists("evidence_qc"):
+        queue = inputs.join(lake.read("evidence_qc").select("evidence_id", "qc_key"),
+                            ["evidence_id", "qc_key"], "left_anti")
+    lake.write(queue, "quality_queue")
+    queue = lake.read("quality_queue")
+    total = queue.count()
+    started, checked = time.perf_counter(), 0
+    run_started = dt.datetime.now(dt.timezone.utc)
+    for written in run_chunks(lake, queue, total, stage.check_batches(settings), stage.QC_SCHEMA,
+                              "evidence_qc", "evidence_id", int(settings["commit_rows"]),
+                              int(settings["tasks"]), float(settings["gpus_per_task"] or 0)):
+        checked += written.count()
+        log.info("quality: %d/%d texts checked, %.2f texts/s", checked, total,
+                 checked / (time.perf_counter() - started))
+    current = lake.read("evidence_qc").join(inputs.select("evidence_id", "qc_key"),
+                                            ["evidence_id", "qc_key"], "left_semi")
+    lake.write(stage.quality_stats(current), "quality_stats")
+    stats = lake.read("quality_stats").groupBy("step", "filter").agg(
+        F.sum("rows_in").alias("rows_in"), F.sum("rows_dropped").alias("dropped")).orderBy("step").collect()
+    evidence = inputs.count()
+    return QualityReport(
+        evidence=evidence,
+        checked=checked,
+        passed=current.where("passed").count(),
+        dropped_by_filter={row["filter"]: int(row["dropped"]) for row in stats},
+        # Distinct engine loads among the rows this run checked.
+        model_loads=current.where(F.col("checked_at") >= F.lit(run_started)).select("load_id").distinct().count(),
+    )

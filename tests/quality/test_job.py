@@ -1,0 +1,174 @@
+"""`misbench quality` end to end on texts generated from the real slice (Qwen 0.5B as writer
+and judge, MiniLM for similarity), plus hand-made bad texts; then the human-evaluation round
+trip through the CLI on filled CSV and XLSX sheets."""
+import datetime as dt
+
+import pytest
+from pyspark.sql import functions as F
+
+from misbench.claims.job import run_claims
+from misbench.cli import main
+from misbench.generate.job import run_generate
+from misbench.generate.stage import GENERATED_SCHEMA
+from misbench.ingest.job import run_ingest
+from misbench.lake import DeltaRsLake
+from misbench.quality import human
+from misbench.quality.job import run_quality
+from tests.conftest import SLICE_JSON, copy_lake, require_slice
+from tests.generate.test_job import SMALL_MODEL
+from tests.quality.test_scorers import CONTRADICTING, OFF_TOPIC, SUPPORTING
+
+QUALITY = [*SMALL_MODEL, "quality.commit_rows=10"]
+
+
+@pytest.fixture(scope="module")
+def generated_root(spark, cfg, tmp_path_factory):
+    """Ingest, claims, generation for the first claim, plus five hand-made texts about London."""
+    require_slice()
+    root = tmp_path_factory.mktemp("quality") / "lake"
+    run_cfg = cfg.with_overrides([f"lake.root={root}", *QUALITY])
+    lake = DeltaRsLake(spark, root=str(root))
+    run_ingest(spark, lake, run_cfg, [str(SLICE_JSON)])
+    run_claims(spark, lake, run_cfg)
+    run_generate(spark, lake, run_cfg, limit=1)
+    london = lake.read("claims").where("subject_label = 'London' AND hop = 1").first()
+    factual = lake.read("conflicts").where(f"claim_id = '{london.claim_id}' AND kind = 'factual'").first()
+    handmade = {
+        "handmade-good": ("correct", SUPPORTING + " " + london.statement),
+        "handmade-refusal": ("correct", "I'm sorry, but I cannot write that passage, because it would "
+                                        "present a statement about London that I have not verified myself."),
+        "handmade-contradicts": ("correct", CONTRADICTING),
+        "handmade-off-topic": ("correct", OFF_TOPIC),
+        "handmade-misinformation": ("factual", f"{factual.statement} " + SUPPORTING.replace(
+            "United Kingdom", factual.object_label).replace("south-east England", factual.object_label)),
+    }
+    now = dt.datetime.now(dt.timezone.utc)
+    rows = [(evidence_id, london.claim_id, 1, kind, "handmade", text, "test", "hand", None, None, None,
+             0, 0, "stop", 0.0, None, 1, "hand", None, now) for evidence_id, (kind, text) in handmade.items()]
+    lake.upsert(spark.createDataFrame(rows, GENERATED_SCHEMA), "evidence", ["evidence_id"])
+    return root
+
+
+@pytest.fixture(scope="module")
+def checked(spark, cfg, generated_root, tmp_path_factory):
+    root = tmp_path_factory.mktemp("quality-run") / "lake"
+    lake = copy_lake(spark, generated_root, root)
+    run_cfg = cfg.with_overrides([f"lake.root={root}", *QUALITY])
+    report = run_quality(spark, lake, run_cfg)
+    return lake, run_cfg, report
+
+
+def test_every_evidence_row_gets_one_verdict_and_the_stats_add_up(checked):
+    lake, _, report = checked
+    evidence = lake.read("evidence").count()
+    qc = {r.evidence_id: r for r in lake.read("evidence_qc").collect()}
+    assert len(qc) == evidence == report.evidence == report.checked >= 6 + 5
+    # Each model loads once per worker process (PySpark may start more than one worker).
+    loads = {r.load_id for r in qc.values() if r.complete}
+    assert report.model_loads == len(loads) == len({load.split("-")[0] for load in loads})
+    assert report.passed == sum(r.passed for r in qc.values()) > 0
+    for row in qc.values():
+        assert row.passed == (not row.reasons) == (row.failed_filter is None)
+        if row.complete:
+            assert row.entailment_score is not None and row.similarity_score is not None
+            assert row.entailment_model == "qwen2.5-coder-0.5b-instruct-q4km"
+            assert row.similarity_model == "sentence-transformers/all-MiniLM-L6-v2"
+    stats = lake.read("quality_stats").collect()
+    groups = {(r.kind, r.style, r.hop) for r in stats}
+    for group in groups:
+        steps = sorted((r for r in stats if (r.kind, r.style, r.hop) == group), key=lambda r: r.step)
+        assert steps[0].filter == "completeness"
+        assert steps[0].rows_in == sum(1 for r in qc.values() if (r.kind, r.style, r.hop) == group)
+        for before, after in zip(steps, steps[1:]):
+            assert after.rows_in == before.rows_out
+        assert steps[0].rows_in == steps[-1].rows_out * (len(steps) == 3) + sum(s.rows_dropped for s in steps)
+    assert sum(r.rows_in for r in stats if r.filter == "completeness") == evidence
+    assert sum(r.rows_out for r in stats if r.filter == "similarity") == report.passed
+    dropped = {name: sum(r.rows_dropped for r in stats if r.filter == name) for name in ("completeness", "entailment", "similarity")}
+    assert dropped == report.dropped_by_filter
+
+
+def test_hand_made_bad_texts_are_dropped_for_the_right_reason(checked):
+    lake, _, _ = checked
+    qc = {r.evidence_id: r for r in lake.read("evidence_qc").where("style = 'handmade'").collect()}
+    assert qc["handmade-good"].passed, qc["handmade-good"].reasons
+    refusal = qc["handmade-refusal"]
+    assert refusal.failed_filter == "completeness" and "refusal" in refusal.reasons[0]
+    assert refusal.entailment_score is None  # incomplete texts never reach the models
+    contradicts = qc["handmade-contradicts"]
+    assert contradicts.failed_filter == "entailment" and contradicts.on_topic
+    assert contradicts.hypothesis == qc["handmade-good"].hypothesis  # the claim's own statement
+    off_topic = qc["handmade-off-topic"]
+    assert any(r.startswith("similarity: off topic") for r in off_topic.reasons) and not off_topic.on_topic
+    # Misinformation is judged against its conflicting claim, not the true one.
+    misinformation = qc["handmade-misinformation"]
+    assert misinformation.passed, misinformation.reasons
+    assert misinformation.hypothesis != contradicts.hypothesis
+
+
+def test_a_rerun_checks_nothing_and_a_changed_text_is_checked_again(spark, checked):
+    lake, run_cfg, _ = checked
+    before = {r.evidence_id: (r.qc_key, r.passed) for r in lake.read("evidence_qc").collect()}
+    again = run_quality(spark, lake, run_cfg)
+    assert again.checked == 0 and again.model_loads == 0
+    assert {r.evidence_id: (r.qc_key, r.passed) for r in lake.read("evidence_qc").collect()} == before
+    changed = lake.read("evidence").where("evidence_id = 'handmade-good'").withColumn(
+        "text", F.lit("I'm sorry, I cannot help with this request about London and its country today."))
+    lake.upsert(changed, "evidence", ["evidence_id"])
+    third = run_quality(spark, lake, run_cfg)
+    assert third.checked == 1
+    row = lake.read("evidence_qc").where("evidence_id = 'handmade-good'").first()
+    assert not row.passed and row.failed_filter == "completeness"
+    assert lake.read("evidence_qc").count() == len(before)
+
+
+def test_human_evaluation_round_trip_on_filled_csv_and_xlsx(spark, checked, tmp_path, capsys):
+    import openpyxl
+    import pandas as pd
+
+    lake, _, _ = checked
+    lake_arg = ["--lake", lake.root, *[x for s in QUALITY for x in ("--set", s)]]
+    out = tmp_path / "sheets"
+    assert main(["human-eval", "export", *lake_arg, "--out", str(out), "--size", "12"]) == 0
+    sheet = pd.read_csv(out / "human_eval_sample.csv", dtype=str, keep_default_na=False, encoding="utf-8-sig")
+    complete = lake.read("evidence_qc").where("complete").count()
+    assert len(sheet) == min(12, complete) and sheet["evidence_id"].is_unique
+    assert {"passed", "entailment_score"}.isdisjoint(sheet.columns)  # annotators rate blind
+    assert (sheet.loc[sheet["kind"] == "correct", "conflict_1"] == "n/a").all()
+
+    # Annotators 1 and 2 agree with the entailment filter; annotator 3 rates everything 2.
+    entailed = {r.evidence_id: r.entailed for r in lake.read("evidence_qc").collect()}
+    for column in ("entailment_1", "entailment_2"):
+        sheet[column] = ["2" if entailed[e] else "0" for e in sheet["evidence_id"]]
+    for column in ("conflict_1", "conflict_2"):
+        sheet[column] = ["n/a" if k == "correct" else "2" for k in sheet["kind"]]
+    sheet.to_csv(tmp_path / "annotators-1-2.csv", index=False)
+    book = openpyxl.load_workbook(out / "human_eval_sample.xlsx")
+    table = book["sample"]
+    header = [c.value for c in table[1]]
+    for row in table.iter_rows(min_row=2):
+        row[header.index("entailment_3")].value = 2
+        if row[header.index("kind")].value != "correct":
+            row[header.index("conflict_3")].value = 1
+    book.save(tmp_path / "annotator-3.xlsx")
+
+    capsys.readouterr()
+    assert main(["human-eval", "import", *lake_arg, str(tmp_path / "annotators-1-2.csv"),
+                 str(tmp_path / "annotator-3.xlsx")]) == 0
+    assert "human_eval_report" in capsys.readouterr().out
+    report = {(r.metric, r.rubric, r.annotator): r for r in lake.read("human_eval_report").collect()}
+    assert report[("accuracy", "entailment_filter", None)].value == 1.0
+    assert report[("accuracy", "entailment_filter", None)].items == len(sheet)
+    assert report[("agreement_with_majority", "entailment", 1)].value == 1.0
+    twos = sum(entailed[e] for e in sheet["evidence_id"])
+    assert report[("agreement_with_majority", "entailment", 3)].value == pytest.approx(twos / len(sheet))
+    counts = [[0, 0, 3] if entailed[e] else [2, 0, 1] for e in sheet["evidence_id"]]
+    assert report[("fleiss_kappa", "entailment", None)].value == pytest.approx(human.fleiss_kappa(counts))
+    labels = lake.read("human_eval_labels")
+    assert labels.where("rubric = 'entailment'").count() == 3 * len(sheet)
+
+    # A bad cell is reported, not imported.
+    sheet.loc[0, "entailment_1"] = "yes"
+    sheet.to_csv(tmp_path / "bad.csv", index=False)
+    assert main(["human-eval", "import", *lake_arg, str(tmp_path / "bad.csv")]) == 2
+    assert "entailment_1: 'yes'" in capsys.readouterr().err
