@@ -1,5 +1,5 @@
 # Two entry points for a fresh machine (see README):
-#   make demo   set everything up, run the pipeline (ingest, claims, generate) on the demo dump
+#   make demo   set everything up, run the pipeline (ingest, claims, generate, quality) on the demo dump
 #   make test   set everything up, run the test suite
 VENV ?= .venv
 PYTHON ?= python3
@@ -21,6 +21,7 @@ demo: $(VENV)/.embedded
 	$(VENV)/bin/misbench ingest
 	$(VENV)/bin/misbench claims
 	$(VENV)/bin/misbench generate --limit 1
+	$(VENV)/bin/misbench quality
 	$(VENV)/bin/misbench tables
 
 test: setup
@@ -29,3 +30,4 @@ test: setup
 bench: setup
 	$(VENV)/bin/python benchmarks/ingest.py
 	$(VENV)/bin/python benchmarks/generate.py
+	$(VENV)/bin/python benchmarks/quality.py
