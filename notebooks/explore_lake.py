@@ -1,7 +1,7 @@
 # Databricks notebook source
 # MAGIC %md
 # MAGIC # Exploring the misbench lake
-# MAGIC Queries an analyst runs after `misbench ingest`. On Databricks the tables are
+# MAGIC Queries an analyst runs after `misbench ingest` and later stages. On Databricks the tables are
 # MAGIC `catalog.schema.table` (profile `databricks`); on the embedded default run the same SQL
 # MAGIC with `misbench sql "..."`, where tables are referred to by their bare names.
 
@@ -24,3 +24,25 @@
 # MAGIC -- What was quarantined, and why
 # MAGIC SELECT reason, count(*) AS lines, min(source_file) AS example_file, min(line_number) AS first_line
 # MAGIC FROM ingest_rejects GROUP BY reason ORDER BY lines DESC
+
+# COMMAND ----------
+# MAGIC %sql
+# MAGIC -- Quality control: texts in and out of each filter, per kind (after `misbench quality`)
+# MAGIC SELECT step, filter, kind, sum(rows_in) AS rows_in, sum(rows_out) AS rows_out, sum(rows_dropped) AS dropped
+# MAGIC FROM quality_stats GROUP BY step, filter, kind ORDER BY kind, step
+
+# COMMAND ----------
+# MAGIC %sql
+# MAGIC -- Why texts were dropped (the reason text up to its numbers)
+# MAGIC SELECT failed_filter, regexp_extract(reason, '^([^(]*)', 1) AS reason, count(*) AS texts
+# MAGIC FROM evidence_qc LATERAL VIEW explode(reasons) r AS reason
+# MAGIC GROUP BY failed_filter, regexp_extract(reason, '^([^(]*)', 1) ORDER BY texts DESC
+
+# COMMAND ----------
+# MAGIC %sql
+# MAGIC -- How a stricter entailment threshold would change the pass rate, per style
+# MAGIC SELECT style, count(*) AS complete_texts,
+# MAGIC        avg(CAST(entailment_score >= 0.5 AS INT)) AS pass_at_0_5,
+# MAGIC        avg(CAST(entailment_score >= 0.8 AS INT)) AS pass_at_0_8,
+# MAGIC        avg(similarity_score) AS mean_similarity
+# MAGIC FROM evidence_qc WHERE complete GROUP BY style ORDER BY style

@@ -73,3 +73,24 @@ def copy_lake(spark, source, destination):
 
     shutil.copytree(source, destination)
     return DeltaRsLake(spark, root=str(destination))
+
+
+def kill_after_commits(command, delta_log: str, commits: int, timeout_s: float = 300) -> None:
+    """Start a misbench command, SIGKILL its whole process group once ``delta_log`` holds
+    ``commits`` commits (or the command ends, or the timeout passes)."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    job = subprocess.Popen(command, cwd=PROJECT, env=env, start_new_session=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + timeout_s
+    while job.poll() is None and time.time() < deadline:
+        if os.path.isdir(delta_log) and len([f for f in os.listdir(delta_log) if f.endswith(".json")]) >= commits:
+            break
+        time.sleep(0.2)
+    if job.poll() is None:
+        os.killpg(job.pid, signal.SIGKILL)
+    job.wait()

@@ -1,10 +1,7 @@
 """Generation end to end with a real small model (Qwen2.5-Coder 0.5B, llama.cpp on CPU), through
 Spark and the lake: every style and kind, resumption, and a kill -9 in the middle."""
-import os
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -13,7 +10,7 @@ from misbench.generate.job import run_generate
 from misbench.generate.stage import EVIDENCE_KINDS, STYLES
 from misbench.ingest.job import run_ingest
 from misbench.lake import DeltaRsLake
-from tests.conftest import PROJECT, SLICE_JSON, copy_lake, require_slice
+from tests.conftest import PROJECT, SLICE_JSON, copy_lake, kill_after_commits, require_slice
 
 SMALL_MODEL = [
     "llm.llama_cpp.model=qwen2.5-coder-0.5b-instruct-q4km",
@@ -84,21 +81,11 @@ def test_kill_during_generation_then_rerun_loses_and_duplicates_nothing(lake_cop
     for setting in SMALL_MODEL:
         command += ["--set", setting]
     command[-1] = "generate.commit_rows=2"
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    job = subprocess.Popen(command, cwd=PROJECT, env=env, start_new_session=True,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    evidence_log = lake_copy.root + "/evidence/_delta_log"
-    deadline = time.time() + 300
-    while job.poll() is None and time.time() < deadline:
-        if os.path.isdir(evidence_log) and len(os.listdir(evidence_log)) >= 2:
-            break
-        time.sleep(0.2)
-    os.killpg(job.pid, signal.SIGKILL)
-    job.wait()
+    kill_after_commits(command, lake_copy.root + "/evidence/_delta_log", 2)
     before = evidence_of_first_claim(lake_copy)
     assert 0 < len(before) < 24, "the kill did not land mid-generation"
 
-    rerun = subprocess.run(command, cwd=PROJECT, env=env, capture_output=True, text=True)
+    rerun = subprocess.run(command, cwd=PROJECT, capture_output=True, text=True)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     after = evidence_of_first_claim(lake_copy)
     assert len(after) == 24

@@ -175,34 +175,21 @@ def test_human_evaluation_round_trip_on_filled_csv_and_xlsx(spark, checked, tmp_
 
 
 def test_kill_during_quality_then_rerun_loses_and_duplicates_nothing(spark, generated_root, tmp_path):
-    import os
-    import signal
     import subprocess
     import sys
-    import time
 
-    from tests.conftest import PROJECT
+    from tests.conftest import PROJECT, kill_after_commits
 
     lake = copy_lake(spark, generated_root, tmp_path / "lake")
     command = [sys.executable, "-m", "misbench.cli", "quality", "--lake", lake.root,
                "--set", "spark.master=local[2]", *[x for s in QUALITY for x in ("--set", s)],
                "--set", "quality.commit_rows=3"]
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    job = subprocess.Popen(command, cwd=PROJECT, env=env, start_new_session=True,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    qc_log = lake.root + "/evidence_qc/_delta_log"
-    deadline = time.time() + 300
-    while job.poll() is None and time.time() < deadline:
-        if os.path.isdir(qc_log) and len([f for f in os.listdir(qc_log) if f.endswith(".json")]) >= 2:
-            break
-        time.sleep(0.2)
-    os.killpg(job.pid, signal.SIGKILL)
-    job.wait()
+    kill_after_commits(command, lake.root + "/evidence_qc/_delta_log", 2)
     evidence = lake.read("evidence").count()
     before = {r.evidence_id: r.checked_at for r in lake.read("evidence_qc").collect()}
     assert 0 < len(before) < evidence, "the kill did not land mid-run"
 
-    rerun = subprocess.run(command, cwd=PROJECT, env=env, capture_output=True, text=True)
+    rerun = subprocess.run(command, cwd=PROJECT, capture_output=True, text=True)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     after = {r.evidence_id: r.checked_at for r in lake.read("evidence_qc").collect()}
     assert len(after) == lake.read("evidence_qc").count() == evidence  # one verdict each, no duplicates
