@@ -75,7 +75,7 @@ def copy_lake(spark, source, destination):
     return DeltaRsLake(spark, root=str(destination))
 
 
-def kill_after_commits(command, delta_log: str, commits: int, timeout_s: float = 300) -> None:
+def kill_after_commits(command, delta_log: str, commits: int, timeout_s: float = 300, poll_s: float = 0.2) -> None:
     """Start a misbench command, SIGKILL its whole process group once ``delta_log`` holds
     ``commits`` commits (or the command ends, or the timeout passes)."""
     import os
@@ -90,7 +90,7 @@ def kill_after_commits(command, delta_log: str, commits: int, timeout_s: float =
     while job.poll() is None and time.time() < deadline:
         if os.path.isdir(delta_log) and len([f for f in os.listdir(delta_log) if f.endswith(".json")]) >= commits:
             break
-        time.sleep(0.2)
+        time.sleep(poll_s)
     if job.poll() is None:
         os.killpg(job.pid, signal.SIGKILL)
     job.wait()

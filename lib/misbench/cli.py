@@ -164,15 +164,12 @@ def _cmd_human_eval(args) -> int:
         print(f"human-eval: {report.rows} texts from {report.strata} strata (kind x style x hop) -> "
               f"{report.csv_path}, {report.xlsx_path}; rating guide in the rubric tab and RUBRIC.md")
         return EXIT_OK
-    report = human_job.import_sheets(spark, lake, cfg, [Path(p) for p in args.sheets])
-    rows = report.assign(value=report["value"].map(lambda v: None if pd_isna(v) else round(v, 4)))
-    _print_rows(rows.to_dict("records"), list(report.columns), "table")
+    rows = human_job.import_sheets(spark, lake, cfg, [Path(p) for p in args.sheets])
+    for row in rows:
+        row["value"] = None if row["value"] is None else round(row["value"], 4)
+    _print_rows(rows, ["metric", "rubric", "annotator", "value", "items"], "table")
     print("human-eval: written to human_eval_labels and human_eval_report")
     return EXIT_OK
-
-
-def pd_isna(value) -> bool:
-    return value is None or value != value
 
 
 def _cmd_tables(args) -> int:

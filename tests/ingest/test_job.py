@@ -2,11 +2,8 @@
 import bz2
 import gzip
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
 from deltalake import DeltaTable
@@ -21,6 +18,7 @@ from tests.conftest import (
     SLICE_ENTITY_VALUED,
     SLICE_JSON,
     SLICE_VALUE_TRIPLES,
+    kill_after_commits,
     require_slice,
 )
 
@@ -179,18 +177,11 @@ def test_killed_run_then_rerun_ends_as_a_clean_run(tmp_path, kill_after):
     root = tmp_path / "lake"
     command = [sys.executable, "-m", "misbench.cli", "ingest", "--lake", str(root),
                "--dump", str(SLICE_BZ2), "--set", "spark.master=local[2]"]
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    job = subprocess.Popen(command, cwd=PROJECT, env=env, start_new_session=True,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     marker = root / kill_after / "_delta_log"
-    deadline = time.time() + 240
-    while not marker.exists() and job.poll() is None and time.time() < deadline:
-        time.sleep(0.05)
-    os.killpg(job.pid, signal.SIGKILL)
-    job.wait()
+    kill_after_commits(command, str(marker), 1, timeout_s=240, poll_s=0.05)
     assert marker.exists(), "the job never reached the kill point"
 
-    rerun = subprocess.run(command, cwd=PROJECT, env=env, capture_output=True, text=True)
+    rerun = subprocess.run(command, cwd=PROJECT, capture_output=True, text=True)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     from pyspark.sql import SparkSession
 

@@ -26,11 +26,6 @@ CLAIM_COLUMNS = [
     "subject_description", "bridge_id", "bridge_label", "object_id", "object_label",
     "object_description", "statement", "question", "answer_type", "topic", "source",
 ]
-CONFLICT_COLUMNS = [
-    "claim_id", "kind", "object_id", "object_label", "object_description", "statement",
-    "irrelevant_id", "irrelevant_label", "valid_from", "valid_until", "subject_description",
-    "rewritten_description",
-]
 STATS_COLUMNS = ["hop", "relation", "reason", "facts"]
 
 
@@ -150,12 +145,6 @@ def _label_columns(labels: DataFrame, prefix: str) -> DataFrame:
         F.col("id").alias(f"{prefix}_id"),
         F.col("label").alias(f"{prefix}_label"),
         F.col("description").alias(f"{prefix}_description"),
-    )
-
-
-def _counted(frame: DataFrame, hop: int) -> DataFrame:
-    return frame.groupBy(F.lit(hop).alias("hop"), "relation", "reason").agg(
-        F.count("*").alias("facts")
     )
 
 
@@ -436,7 +425,6 @@ def conflicts(
             F.when(temporal, valid_from).alias("valid_from"),
             F.when(temporal, F.add_months(valid_from, (span * 12).cast("int"))).alias("valid_until"),
             F.when(semantic, F.col("subject_description")).alias("subject_description"),
-            F.lit(None).cast("string").alias("rewritten_description"),
         )
     )
 

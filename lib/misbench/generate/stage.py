@@ -14,7 +14,7 @@ is missing or failed.
 from __future__ import annotations
 
 import json
-from typing import Iterator, Mapping
+from typing import Iterator, Mapping, Sequence
 
 import pandas as pd
 from pyspark.sql import DataFrame
@@ -159,14 +159,20 @@ def pending_requests(requests: DataFrame, done: DataFrame | None, max_attempts: 
     ).select(*REQUEST_COLUMNS, F.coalesce(F.col("earlier_attempts"), F.lit(0)).alias("attempts"))
 
 
+def find_marker(text: str, markers: Sequence[str], scope_chars: int | None = None) -> str | None:
+    """The first marker phrase found in ``text`` (case-insensitive), or None; only in the first
+    ``scope_chars`` characters when given."""
+    lowered = (text if scope_chars is None else text[:scope_chars]).lower()
+    return next((marker for marker in markers if marker.lower() in lowered), None)
+
+
 def failure_of(text: str | None, finish_reason: str | None, refusal_markers, min_words: int) -> str | None:
     """Why a generated text does not count as a success, or None."""
     if text is None or not text.strip():
         return "empty text"
-    lowered = text.lower()
-    for marker in refusal_markers:
-        if marker.lower() in lowered[:300]:
-            return f"refusal ({marker!r})"
+    marker = find_marker(text, refusal_markers, scope_chars=300)
+    if marker:
+        return f"refusal ({marker!r})"
     if len(text.split()) < min_words:
         return f"too short ({len(text.split())} words)"
     return None

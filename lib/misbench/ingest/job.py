@@ -174,16 +174,13 @@ def run_ingest(spark: SparkSession, lake: Lake, cfg: Config, dumps: Sequence[str
     # from several threads) while checking for duplicate ids; in the rare case there are
     # some, write them again with the duplicates turned into rejects.
     with ThreadPoolExecutor(max_workers=4) as pool:
-        has_duplicates = pool.submit(
-            lambda: not stage.duplicate_entity_lines(parsed).isEmpty()
-        )
+        duplicates = stage.duplicate_entity_lines(parsed)
+        has_duplicates = pool.submit(lambda: not duplicates.isEmpty())
         writes = [pool.submit(write, lake, parsed) for write in _SPLIT_TABLES]
         for future in writes:
             future.result()
         if has_duplicates.result():
-            deduplicated = stage.with_duplicates_rejected(
-                parsed, stage.duplicate_entity_lines(parsed)
-            )
+            deduplicated = stage.with_duplicates_rejected(parsed, duplicates)
             for future in [pool.submit(write, lake, deduplicated) for write in _SPLIT_TABLES]:
                 future.result()
 

@@ -68,22 +68,23 @@ def plan_splits(files_and_sizes: list[tuple[str, int]], split_bytes: int) -> lis
     return splits
 
 
-def open_file(source_file: str):
-    """A random-access file for a local path or any URI pyarrow knows (s3://, gs://, hdfs://)."""
+def _filesystem(source_file: str):
+    """(pyarrow filesystem, path) for a local path or any URI pyarrow knows (s3://, gs://, hdfs://)."""
     import pyarrow.fs as pafs
 
-    filesystem, path = pafs.FileSystem.from_uri(
-        source_file if "://" in source_file else f"file://{source_file}"
-    )
+    return pafs.FileSystem.from_uri(source_file if "://" in source_file else f"file://{source_file}")
+
+
+def open_file(source_file: str):
+    """A random-access file for the dump file."""
+    filesystem, path = _filesystem(source_file)
     return filesystem.open_input_file(path)
 
 
 def file_size(source_file: str) -> int:
     import pyarrow.fs as pafs
 
-    filesystem, path = pafs.FileSystem.from_uri(
-        source_file if "://" in source_file else f"file://{source_file}"
-    )
+    filesystem, path = _filesystem(source_file)
     info = filesystem.get_file_info(path)
     if info.type != pafs.FileType.File:
         raise FileNotFoundError(f"no dump file at '{source_file}'")
@@ -96,8 +97,8 @@ def split_lines(split: Split, handle) -> Iterator[tuple[str, str | None]]:
     kind = compression_of(split.source_file)
     if kind == "bz2":
         source = _Bz2Source(handle, split.size)
-        owned = source.owned(split.start, split.end)
-        following = source.following(split.end)
+        owned = source.decoded(split.start, split.end)
+        following = source.decoded(split.end)
         holds_file_start = split.start == 0  # the first block follows the 4-byte header
     elif kind == "gz":
         owned, following, holds_file_start = _gzip_chunks(handle), iter(()), True
@@ -245,12 +246,11 @@ class _Bz2Source:
         if run_start is not None:
             yield run_start, self.size * 8, True
 
-    def owned(self, start: int, end: int) -> Iterator[bytes]:
-        for run_start, run_end, truncated in self._runs(self.markers_from(start), end * 8):
-            yield from self._decode(run_start, run_end, truncated)
-
-    def following(self, end: int) -> Iterator[bytes]:
-        for run_start, run_end, truncated in self._runs(self.markers_from(end), None):
+    def decoded(self, start: int, end: int | None = None) -> Iterator[bytes]:
+        """Decoded data of the blocks whose markers lie in [start, end) bytes; without
+        ``end``, of every block from ``start`` on (to finish a split's last line)."""
+        owned_end_bit = None if end is None else end * 8
+        for run_start, run_end, truncated in self._runs(self.markers_from(start), owned_end_bit):
             yield from self._decode(run_start, run_end, truncated)
 
     def _decode(self, start_bit: int, end_bit: int, truncated: bool) -> Iterator[bytes]:

@@ -58,19 +58,30 @@ class LLMBackend(ABC):
     def option_logprobs(self, prompt: Messages, options: Sequence[str]) -> list[float]:
         """Log-probability of each option as the start of the assistant's answer."""
 
+    def option_logprobs_many(self, prompts: Sequence[Messages], options: Sequence[str]) -> list[list[float]]:
+        """``option_logprobs`` for many prompts; backends that batch (vLLM) or run requests
+        concurrently (HTTP) override it, so a judge pass is not one round trip per text."""
+        return [self.option_logprobs(prompt, options) for prompt in prompts]
+
+
+def scores_from_top(candidates, options: Sequence[str]) -> list[float]:
+    """Per option, the best log-probability among (token, logprob) ``candidates`` whose token,
+    stripped, is the option; -inf where none is."""
+    import math
+
+    top: dict[str, float] = {}
+    for token, logprob in candidates:
+        token = (token or "").strip()
+        top[token] = max(top.get(token, -math.inf), logprob)
+    return [top.get(option.strip(), -math.inf) for option in options]
+
 
 def option_scores(chat_response: dict, options: Sequence[str]) -> list[float]:
     """Per option, the log-probability of its first token as the reply's first token, read
     from an OpenAI-style chat response with ``top_logprobs`` (llama.cpp returns the same)."""
-    import math
-
     content = (chat_response["choices"][0].get("logprobs") or {}).get("content") or []
-    top: dict[str, float] = {}
-    if content:
-        for entry in content[0].get("top_logprobs", []):
-            token = entry["token"].strip()
-            top[token] = max(top.get(token, -math.inf), entry["logprob"])
-    return [top.get(option.strip(), -math.inf) for option in options]
+    entries = content[0].get("top_logprobs", []) if content else []
+    return scores_from_top(((e["token"], e["logprob"]) for e in entries), options)
 
 
 def load_backend(settings: dict) -> LLMBackend:

@@ -90,3 +90,7 @@ class OpenAIBackend(LLMBackend):
             "logprobs": True, "top_logprobs": 20,
         })
         return option_scores(response, options)
+
+    def option_logprobs_many(self, prompts: Sequence[Messages], options: Sequence[str]) -> list[list[float]]:
+        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+            return list(pool.map(lambda prompt: self.option_logprobs(prompt, options), prompts))

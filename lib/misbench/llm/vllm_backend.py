@@ -5,11 +5,10 @@ so the path is exercised without a GPU (``benchmarks/generate.py --backend vllm`
 """
 from __future__ import annotations
 
-import math
 import time
 from typing import Sequence
 
-from misbench.llm import Generation, LLMBackend, Messages, SamplingParams
+from misbench.llm import Generation, LLMBackend, Messages, SamplingParams, scores_from_top
 
 
 class VllmBackend(LLMBackend):
@@ -62,11 +61,14 @@ class VllmBackend(LLMBackend):
         return results
 
     def option_logprobs(self, prompt: Messages, options: Sequence[str]) -> list[float]:
-        output = self.engine.chat([prompt], self._sampling(
-            SamplingParams(temperature=0.0, max_tokens=1), logprobs=20), use_tqdm=False)[0]
-        first = output.outputs[0].logprobs[0] if output.outputs[0].logprobs else {}
-        top = {}
-        for entry in first.values():
-            token = (entry.decoded_token or "").strip()
-            top[token] = max(top.get(token, -math.inf), entry.logprob)
-        return [top.get(option.strip(), -math.inf) for option in options]
+        return self.option_logprobs_many([prompt], options)[0]
+
+    def option_logprobs_many(self, prompts: Sequence[Messages], options: Sequence[str]) -> list[list[float]]:
+        # One call for all prompts: vLLM schedules them together.
+        outputs = self.engine.chat(list(prompts), self._sampling(
+            SamplingParams(temperature=0.0, max_tokens=1), logprobs=20), use_tqdm=False)
+        scores = []
+        for output in outputs:
+            first = output.outputs[0].logprobs[0] if output.outputs[0].logprobs else {}
+            scores.append(scores_from_top(((e.decoded_token, e.logprob) for e in first.values()), options))
+        return scores

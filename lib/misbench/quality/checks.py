@@ -1,7 +1,7 @@
 """Plain-Python checks of one generated text: completeness, sentence windows, scores to verdicts.
 
-No Spark and no models here: the stage calls these per row inside its pandas UDF, and tests
-call them directly.
+No Spark work and no models here: the stage calls these per row inside its pandas UDF, and
+tests call them directly. Refusal phrases are found as generation finds them (``find_marker``).
 """
 from __future__ import annotations
 
@@ -9,22 +9,14 @@ import math
 import re
 from typing import Callable, Sequence
 
+from misbench.generate.stage import find_marker
+
 # Filters in the order the pipeline applies them; a row's ``failed_filter`` is the first one
 # it fails, and quality_stats counts rows in and out of each in this order.
 FILTERS = ("completeness", "entailment", "similarity")
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\n+")
 _ENDS_A_SENTENCE = re.compile(r"[.!?][\"')\]]*\s*$")
-
-
-def find_marker(text: str, markers: Sequence[str], scope_chars: int | None = None) -> str | None:
-    """The first marker phrase found in ``text`` (case-insensitive), or None; only in the first
-    ``scope_chars`` characters when given."""
-    lowered = text.lower() if scope_chars is None else text[:scope_chars].lower()
-    for marker in markers:
-        if marker.lower() in lowered:
-            return marker
-    return None
 
 
 def completeness_failures(

@@ -52,8 +52,9 @@ def export_sample(spark: SparkSession, lake: Lake, cfg: Config, folder: Path, si
                         xlsx_path=xlsx_path)
 
 
-def import_sheets(spark: SparkSession, lake: Lake, cfg: Config, paths: Sequence[Path]) -> pd.DataFrame:
-    """Read filled sheets, write human_eval_labels and human_eval_report; the report is returned."""
+def import_sheets(spark: SparkSession, lake: Lake, cfg: Config, paths: Sequence[Path]) -> list[dict]:
+    """Read filled sheets, write human_eval_labels and human_eval_report; the report's rows
+    (metric, rubric, annotator, value, items; None where not applicable) are returned."""
     settings = cfg.get("quality.human_eval")
     annotators = int(settings["annotators"])
     if not paths:
@@ -72,6 +73,9 @@ def import_sheets(spark: SparkSession, lake: Lake, cfg: Config, paths: Sequence[
     report = human.agreement_report(ratings, qc, annotators, int(settings["entails_at"]),
                                     int(settings["conflicts_at"]))
     lake.write(spark.createDataFrame(ratings, LABELS_SCHEMA), "human_eval_labels")
-    frame = report.astype({"annotator": "Int64"}).astype(object).where(report.notna(), None)
-    lake.write(spark.createDataFrame(frame.values.tolist(), REPORT_SCHEMA), "human_eval_report")
-    return report
+    rows = [{"metric": r.metric, "rubric": r.rubric,
+             "annotator": None if pd.isna(r.annotator) else int(r.annotator),
+             "value": None if pd.isna(r.value) else float(r.value), "items": int(r.items)}
+            for r in report.itertuples()]
+    lake.write(spark.createDataFrame([tuple(r.values()) for r in rows], REPORT_SCHEMA), "human_eval_report")
+    return rows

@@ -145,12 +145,9 @@ class LLMJudge(EntailmentScorer):
         return self.window_words, lambda sentence: len(sentence.split())
 
     def score_pairs(self, premises, hypotheses):
-        scores = []
-        for premise, hypothesis in zip(premises, hypotheses):
-            messages = self.prompt.messages({"text": premise, "statement": hypothesis})
-            yes, no = self.engine.option_logprobs(messages, ["Yes", "No"])
-            scores.append(yes_probability(yes, no))
-        return scores
+        prompts = [self.prompt.messages({"text": premise, "statement": hypothesis})
+                   for premise, hypothesis in zip(premises, hypotheses)]
+        return [yes_probability(yes, no) for yes, no in self.engine.option_logprobs_many(prompts, ["Yes", "No"])]
 
 
 def model_folder(package: str) -> str:
