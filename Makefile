@@ -4,9 +4,22 @@
 VENV ?= .venv
 PYTHON ?= python3
 
-$(VENV)/.dev: setup.py
+# llama.cpp is compiled at install. Portable: no -march=native (so no AVX-512 and no AMX
+# kernels), AVX2/FMA/F16C as any x86-64 server of the last ten years has. A build never
+# depends on the CPU it was made on, so a wheel built on one machine runs on any other.
+# --no-cache-dir: pip's wheel cache is keyed by version only and may hold a native build.
+LLAMA_CPP_PYTHON := $(shell grep -o 'llama-cpp-python==[0-9.]*' setup.py)
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+LLAMA_STAMP := $(VENV)/.llama-$(subst ==,-,$(LLAMA_CPP_PYTHON))
+
+$(LLAMA_STAMP):
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(VENV)/bin/pip install -q --no-cache-dir \
+	  --no-binary llama-cpp-python --force-reinstall --no-deps '$(LLAMA_CPP_PYTHON)'
+	touch $@
+
+$(VENV)/.dev: $(LLAMA_STAMP) setup.py
 	$(VENV)/bin/pip install -q -e '.[dev]'
 	touch $@
 

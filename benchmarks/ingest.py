@@ -26,7 +26,7 @@ from pathlib import Path
 import orjson
 
 PROJECT = Path(__file__).resolve().parents[1]
-SLICE = PROJECT.parent / "shared" / "data" / "wikidata-dump-slice-49.json"
+SLICE = PROJECT / "tests" / "data" / "wikidata-dump-slice-49.json"
 OUT = PROJECT / "benchmarks" / "out"
 _ID = re.compile(r'^\{"type":"item","id":"Q(\d+)"')
 

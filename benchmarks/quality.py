@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parents[1]
-SLICE = PROJECT.parent / "shared" / "data" / "wikidata-dump-slice-49.json"
+SLICE = PROJECT / "tests" / "data" / "wikidata-dump-slice-49.json"
 
 
 def main() -> None:

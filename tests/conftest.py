@@ -1,5 +1,5 @@
 """Shared fixtures: one local Spark session for the test run, a fresh lake per test, the real
-Wikidata slice from ../shared/data."""
+Wikidata slice shipped in tests/data (see its README for provenance)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 PROJECT = Path(__file__).resolve().parents[1]
-SHARED_DATA = PROJECT.parent / "shared" / "data"
-SLICE_JSON = SHARED_DATA / "wikidata-dump-slice-49.json"
-SLICE_BZ2 = SHARED_DATA / "wikidata-dump-slice-49.json.bz2"
+TEST_DATA = PROJECT / "tests" / "data"
+SLICE_JSON = TEST_DATA / "wikidata-dump-slice-49.json"
+SLICE_BZ2 = TEST_DATA / "wikidata-dump-slice-49.json.bz2"
 
-# Facts of the real slice, counted independently (see ../shared/data/README.md).
+# Facts of the real slice, counted independently (see tests/data/README.md).
 SLICE_ENTITIES = 49
 SLICE_VALUE_TRIPLES = 4277
 SLICE_ENTITY_VALUED = 1965
@@ -94,3 +94,73 @@ def kill_after_commits(command, delta_log: str, commits: int, timeout_s: float =
     if job.poll() is None:
         os.killpg(job.pid, signal.SIGKILL)
     job.wait()
+
+
+def python_workers(root_pid: int, holding: bytes = b"") -> list[int]:
+    """PySpark's Python worker processes under ``root_pid``: the processes the pyspark daemon
+    forked (they run the UDFs and hold the models), not the daemon itself; with ``holding``,
+    only those that mapped a library of that name (b"libllama": a loaded llama.cpp engine)."""
+    import os
+
+    def read(pid, name):
+        try:
+            with open(f"/proc/{pid}/{name}", "rb") as handle:
+                return handle.read()
+        except OSError:
+            return b""
+
+    parents, commands = {}, {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            stat = read(entry, "stat").rsplit(b")", 1)
+            if len(stat) == 2:
+                parents[int(entry)] = int(stat[1].split()[1])
+                commands[int(entry)] = read(entry, "cmdline")
+
+    def under_root(pid):
+        while pid > 1:
+            if pid == root_pid:
+                return True
+            pid = parents.get(pid, 0)
+        return False
+
+    return [pid for pid, command in commands.items()
+            if b"pyspark.daemon" in command and b"pyspark.daemon" in commands.get(parents[pid], b"")
+            and under_root(pid) and holding in read(pid, "maps")]
+
+
+def crash_workers_after_commits(command, delta_log: str, commits: int, signal_number: int,
+                                holding: bytes = b"libllama", timeout_s: float = 300):
+    """Run a misbench command; once ``delta_log`` holds ``commits`` commits, send
+    ``signal_number`` to its Python workers that hold a model (again every half second) until
+    the command ends. Returns the finished process (stdout, stderr) and how many were hit."""
+    import os
+    import subprocess
+    import time
+
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    job = subprocess.Popen(command, cwd=PROJECT, env=env, start_new_session=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    import threading
+
+    output = {}
+    reader = threading.Thread(target=lambda: output.update(zip(("stdout", "stderr"), job.communicate())))
+    reader.start()
+    deadline = time.time() + timeout_s
+    hits = 0
+    while job.poll() is None and time.time() < deadline:
+        committed = os.path.isdir(delta_log) and len(
+            [f for f in os.listdir(delta_log) if f.endswith(".json")]) >= commits
+        if committed:
+            for pid in python_workers(job.pid, holding):
+                try:
+                    os.kill(pid, signal_number)
+                    hits += 1
+                except ProcessLookupError:
+                    pass
+        time.sleep(0.5)
+    if job.poll() is None:
+        os.killpg(job.pid, 9)
+    reader.join()
+    return subprocess.CompletedProcess(command, job.returncode, output.get("stdout", ""),
+                                       output.get("stderr", "")), hits

@@ -7,13 +7,114 @@ most the chunk in flight; the next run first merges a chunk that was written but
 """
 from __future__ import annotations
 
+import logging
 import math
+import re
+import threading
+import time
 from typing import Callable, Iterator
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from misbench.lake import Lake
+
+log = logging.getLogger("misbench.progress")
+
+# How Spark words the death of a Python worker (segfault, out of memory, SIGKILL) on the driver.
+_WORKER_DIED = re.compile(
+    r"Python worker exited unexpectedly|PYTHON_WORKER_EXITED|worker.{0,40}crashed", re.IGNORECASE)
+# faulthandler's first line (spark.python.worker.faulthandler.enabled), e.g. "Segmentation fault".
+_FATAL = re.compile(r"Fatal Python error: ([^\n]+)")
+_EXIT_CODE = re.compile(r"exit(?:ed)? (?:code|status)[ :=]+(-?\d+)", re.IGNORECASE)
+
+
+class WorkerCrashed(RuntimeError):
+    """A Python worker process died while it ran a model pass. Chunks committed before it stay."""
+
+    def __init__(self, label: str, engine: str, cause: str, detail: str):
+        self.label, self.engine, self.cause, self.detail = label, engine, cause, detail
+        super().__init__(
+            f"{label}: the Python worker running {engine} died ({cause}). Chunks committed "
+            "before the crash are kept; rerun the same command to continue where it stopped. "
+            "Try: fewer engines at once (generate.tasks / quality.tasks, llm.llama_cpp.workers), "
+            "more memory per worker, a smaller model, or llm.llama_cpp.extra_buffer_types=false "
+            "if llama.cpp crashed.")
+
+
+def worker_crash_cause(error: BaseException) -> str | None:
+    """What Spark reports of a dead Python worker (signal, exit code, faulthandler's first
+    line), or None when ``error`` is not a worker death."""
+    text = str(error)
+    if not _WORKER_DIED.search(text):
+        return None
+    fatal = _FATAL.search(text)
+    if fatal:
+        return f"Fatal Python error: {fatal.group(1).strip()}"
+    code = _EXIT_CODE.search(text)
+    if code:
+        return f"exit code {code.group(1)}"
+    return "killed without a Python traceback: a signal such as SIGKILL (out of memory?)"
+
+
+class PassProgress:
+    """Progress of a model pass in the driver's log (the terminal for the CLI, the driver log
+    on a cluster): rows done of rows, rate, time left after each chunk, and a heartbeat while
+    a chunk runs, so a long pass is never silent."""
+
+    def __init__(self, label: str, total: int, every_s: float = 30.0, unit: str = "tokens"):
+        self.label, self.total, self.every_s, self.unit = label, total, every_s, unit
+        self.started = time.perf_counter()
+        self.rows = 0
+        self.units = 0.0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def line(self) -> str:
+        elapsed = time.perf_counter() - self.started
+        share = self.rows / self.total if self.total else 1.0
+        parts = [f"{self.label}: {self.rows}/{self.total} rows ({share:.0%})"]
+        if self.units and elapsed > 0:
+            parts.append(f"{self.units / elapsed:.1f} {self.unit}/s")
+        if 0 < self.rows < self.total:
+            parts.append(f"about {_duration(elapsed / self.rows * (self.total - self.rows))} left")
+        parts.append(f"{_duration(elapsed)} elapsed")
+        return ", ".join(parts)
+
+    def chunk_started(self, chunk: int, chunks: int) -> None:
+        self._stop.clear()
+        chunk_started = time.perf_counter()
+
+        def beat():
+            while not self._stop.wait(self.every_s):
+                log.info("%s; chunk %d/%d running for %s", self.line(), chunk + 1, chunks,
+                         _duration(time.perf_counter() - chunk_started))
+
+        self._thread = threading.Thread(target=beat, name="misbench-progress", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def chunk_finished(self, rows: int, units: float) -> None:
+        self.stop()
+        self.rows += rows
+        self.units += units
+        log.info(self.line())
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes}m{seconds:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
 
 
 def gpu_profile(gpus: float):
@@ -33,20 +134,37 @@ def recover_chunk(lake: Lake, target: str, key: str) -> None:
 
 def run_chunks(
     lake: Lake, queue: DataFrame, total: int, function: Callable, schema: str, target: str, key: str,
-    chunk_rows: int, tasks: int, gpus_per_task: float = 0,
+    chunk_rows: int, tasks: int, gpus_per_task: float = 0, *, label: str, engine: str,
+    units_column: str | None = None, unit: str = "tokens", progress_every_s: float = 30.0,
 ) -> Iterator[DataFrame]:
     """Run ``function`` over ``queue`` (``total`` rows) chunk by chunk; each chunk's output is
-    upserted into ``target`` by ``key`` and then yielded (read back) for progress accounting."""
+    upserted into ``target`` by ``key`` and then yielded (read back) for accounting.
+
+    ``label`` names the pass and ``engine`` the model in progress lines and in the
+    ``WorkerCrashed`` error raised when a Python worker dies; ``units_column`` (e.g.
+    ``tokens_out``) is summed for the progress rate."""
     chunks = max(1, math.ceil(total / max(1, chunk_rows)))
     chunk_table = f"chunk_{target}"
     queue = queue.withColumn("_chunk", F.pmod(F.xxhash64(key), F.lit(chunks)))
     profile = gpu_profile(float(gpus_per_task)) if gpus_per_task else None
+    progress = PassProgress(label, total, progress_every_s, unit)
     for chunk in range(chunks):
         part = queue.where(F.col("_chunk") == chunk).drop("_chunk").repartition(tasks)
         produced = part.mapInPandas(function, schema, profile=profile)
-        # Stored before merging: a MERGE may read its source twice, a model must not run twice.
-        lake.write(produced, chunk_table)
+        progress.chunk_started(chunk, chunks)
+        try:
+            # Stored before merging: a MERGE may read its source twice, a model must not run twice.
+            lake.write(produced, chunk_table)
+        except Exception as error:
+            progress.stop()
+            cause = worker_crash_cause(error)
+            if cause is not None:
+                raise WorkerCrashed(label, engine, cause, str(error)) from error
+            raise
         written = lake.read(chunk_table)
         lake.upsert(written, target, [key])
+        done = written.agg(F.count("*").alias("rows"),
+                           (F.sum(units_column) if units_column else F.lit(0)).alias("units")).first()
+        progress.chunk_finished(int(done["rows"]), float(done["units"] or 0))
         yield written
     lake.drop(chunk_table)

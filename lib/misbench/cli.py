@@ -10,13 +10,16 @@ import logging
 import sys
 from typing import Sequence
 
+from misbench import logs
 from misbench.config import ConfigError, load_config, project_dir
 
 log = logging.getLogger("misbench")
 
 EXIT_OK = 0
-EXIT_ERROR = 2
+EXIT_FAILED = 1  # an unexpected failure; the traceback is in the log file
+EXIT_ERROR = 2  # the user's input (config, paths, SQL)
 EXIT_TOO_MANY_REJECTS = 3
+EXIT_WORKER_CRASHED = 4
 
 
 def _common_options() -> argparse.ArgumentParser:
@@ -84,6 +87,7 @@ def _open(args):
     if getattr(args, "max_reject_rate", None) is not None:
         overrides.append(f"ingest.max_reject_rate={args.max_reject_rate}")
     cfg = load_config(args.profile, overrides)
+    logs.attach_file(cfg)
     spark = get_spark(cfg)
     return cfg, spark, open_lake(spark, cfg)
 
@@ -233,10 +237,11 @@ COMMANDS = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    logging.getLogger("py4j").setLevel(logging.WARNING)
+    logs.setup_terminal()
     args = build_parser().parse_args(argv)
     from pyspark.errors import AnalysisException
+
+    from misbench.chunked import WorkerCrashed, worker_crash_cause
 
     try:
         return COMMANDS[args.command](args)
@@ -245,6 +250,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"misbench {args.command}: error: {message}", file=sys.stderr)
         return EXIT_ERROR
+    except WorkerCrashed as exc:
+        logs.record_detail(f"misbench {args.command}: {exc.label}: worker crashed", exc)
+        print(f"misbench {args.command}: error: {exc}{_see_log()}", file=sys.stderr)
+        return EXIT_WORKER_CRASHED
+    except Exception as exc:  # noqa: BLE001 - the short story here, the whole one in the log
+        logs.record_detail(f"misbench {args.command}: failed", exc)
+        cause = worker_crash_cause(exc)
+        if cause is not None:  # outside a model pass (a Python UDF of another step)
+            print(f"misbench {args.command}: error: a Python worker died ({cause}). Committed work "
+                  f"is kept; rerun the same command to continue.{_see_log()}", file=sys.stderr)
+            return EXIT_WORKER_CRASHED
+        first_line = (str(exc).strip().splitlines() or [""])[0][:300]
+        print(f"misbench {args.command}: failed: {type(exc).__name__}: {first_line}{_see_log()}",
+              file=sys.stderr)
+        return EXIT_FAILED
+
+
+def _see_log() -> str:
+    path = logs.current_file()
+    return f"\nFull traceback and Spark's log: {path}" if path else ""
 
 
 if __name__ == "__main__":

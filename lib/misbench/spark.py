@@ -11,7 +11,8 @@ import sys
 
 from pyspark.sql import SparkSession
 
-from misbench.config import Config
+from misbench.config import Config, conf_dir
+from misbench.logs import log_file
 
 
 def get_spark(cfg: Config) -> SparkSession:
@@ -26,11 +27,25 @@ def get_spark(cfg: Config) -> SparkSession:
     # Python workers must run the interpreter that has the project installed.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(cfg.get("spark.app_name", "misbench"))
+    extra_conf = {
+        # A Python worker that crashes (segfault, abort) dumps its Python traceback, which
+        # Spark puts into the error the driver sees (and misbench into its log file).
+        "spark.python.worker.faulthandler.enabled": "true",
+        **{key: str(value) for key, value in extra_conf.items()},
+    }
     if master:
         builder = builder.master(master)
+    logfile = log_file(cfg) if master and master.startswith("local") else None
+    if logfile is not None:
+        # Spark's log (and the Java stack traces of failed tasks) to the log file, not the terminal.
+        logfile.parent.mkdir(parents=True, exist_ok=True)
+        options = (f"-Dlog4j2.configurationFile=file:{conf_dir() / 'log4j2.properties'} "
+                   f"-Dmisbench.log.file={logfile}")
+        extra_conf["spark.driver.extraJavaOptions"] = " ".join(
+            part for part in (extra_conf.get("spark.driver.extraJavaOptions"), options) if part)
     for key, value in extra_conf.items():
-        builder = builder.config(key, str(value))
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    if master and master.startswith("local"):
+    if master and master.startswith("local") and logfile is None:
         spark.sparkContext.setLogLevel("ERROR")
     return spark

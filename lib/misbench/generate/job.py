@@ -50,6 +50,11 @@ def model_identity(llm: dict) -> str:
     return model
 
 
+def engine_name(llm: dict) -> str:
+    """How errors and progress lines name the engine: backend and model."""
+    return f"{llm['backend']} model {model_identity(llm)}"
+
+
 class Generator:
     """Runs request sets through the configured LLM, chunk by chunk, into lake tables."""
 
@@ -75,11 +80,13 @@ class Generator:
         produce = stage.generate_batches(
             self.llm, params.__dict__, settings["refusal_markers"], int(settings["min_words"])
         )
-        started, finished = time.perf_counter(), 0
+        started = time.perf_counter()
         totals = {"rows": 0, "failed": 0, "tokens_in": 0, "tokens_out": 0, "worker_s": 0.0}
         for written in run_chunks(self.lake, queue, total, produce, stage.GENERATED_SCHEMA, target,
                                   "evidence_id", int(settings["commit_rows"]), int(settings["tasks"]),
-                                  float(settings["gpus_per_task"] or 0)):
+                                  float(settings["gpus_per_task"] or 0), label=f"generate {name}",
+                                  engine=engine_name(self.llm), units_column="tokens_out",
+                                  progress_every_s=float(settings["progress_seconds"])):
             summary = written.agg(
                 F.count("*").alias("rows"),
                 F.sum(F.col("error").isNotNull().cast("long")).alias("failed"),
@@ -88,10 +95,6 @@ class Generator:
             ).first()
             for key in totals:
                 totals[key] += summary[key] or 0
-            finished += summary["rows"]
-            elapsed = time.perf_counter() - started
-            log.info("generate %s: %d/%d rows, %d failed, %.1f tokens/s", name, finished, total,
-                     totals["failed"], totals["tokens_out"] / elapsed if elapsed else 0.0)
         self.generated += totals["rows"]
         self.failed += totals["failed"]
         record = self.spark.createDataFrame([(

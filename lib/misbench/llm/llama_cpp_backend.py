@@ -2,6 +2,7 @@
 chunks, one package each) are assembled once into a cache folder; any local GGUF also works."""
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import math
 import os
@@ -60,26 +61,66 @@ def model_path(config: dict, llm_settings: dict) -> tuple[str, Path]:
     return model, assemble_gguf(model, catalog[model]["packages"], llm_settings["cache_dir"])
 
 
+def use_extra_buffer_types(setting, system_info: str) -> bool:
+    """Whether llama.cpp may place weights in its "extra buffer types" (weights repacked for
+    AMX or wider SIMD kernels). ``auto``: yes, unless this llama.cpp was compiled with AMX
+    kernels: their repacking crashes the first decode of some quantised models (an upstream
+    bug seen with Qwen2.5 Q4_K_M on Intel Xeon with AMX)."""
+    if isinstance(setting, bool):
+        return setting
+    if str(setting).lower() != "auto":
+        raise ValueError(f"llm.llama_cpp.extra_buffer_types must be auto, true or false, not {setting!r}")
+    return "AMX_INT8 = 1" not in system_info
+
+
+@contextlib.contextmanager
+def _model_params(use_extra_bufts: bool):
+    """``Llama()`` builds its model parameters from llama.cpp's defaults and offers no keyword
+    for ``use_extra_bufts``; hand it defaults with ours set while the model loads. Engines load
+    one at a time per process (``workers.worker_cached`` holds a lock), so the swap is safe."""
+    import llama_cpp.llama_cpp as bindings
+
+    default = bindings.llama_model_default_params
+
+    def with_ours():
+        params = default()
+        params.use_extra_bufts = use_extra_bufts
+        return params
+
+    bindings.llama_model_default_params = with_ours
+    try:
+        yield
+    finally:
+        bindings.llama_model_default_params = default
+
+
 class LlamaCppBackend(LLMBackend):
     backend = "llama_cpp"
 
     def __init__(self, config: dict, llm_settings: dict):
+        import llama_cpp
         from llama_cpp import Llama
 
         name, path = model_path(config, llm_settings)
         super().__init__(name)
         threads = cpu_threads(config.get("n_threads"), config.get("workers", 1))
-        self.engine = Llama(
-            model_path=str(path),
-            n_ctx=int(config.get("n_ctx", 4096)),
-            n_threads=int(threads),
-            # Prompt processing too: llama.cpp's default (all cores) oversubscribes the CPU
-            # when several engines share a machine, and its spinning threads then crawl.
-            n_threads_batch=int(threads),
-            n_batch=int(config.get("n_batch", 256)),
-            seed=int(config.get("seed", 0)),
-            verbose=False,
-        )
+        system_info = llama_cpp.llama_print_system_info().decode("utf-8", "replace")
+        extra_bufts = use_extra_buffer_types(config.get("extra_buffer_types", "auto"), system_info)
+        with _model_params(extra_bufts):
+            self.engine = Llama(
+                model_path=str(path),
+                n_ctx=int(config.get("n_ctx", 4096)),
+                n_threads=int(threads),
+                # Prompt processing too: llama.cpp's default (all cores) oversubscribes the CPU
+                # when several engines share a machine, and its spinning threads then crawl.
+                n_threads_batch=int(threads),
+                n_batch=int(config.get("n_batch", 256)),
+                seed=int(config.get("seed", 0)),
+                verbose=False,
+            )
+        # What the engine was really given (tests read it; a wrong value would be a crash risk).
+        self.extra_buffer_types = bool(self.engine.model_params.use_extra_bufts)
+        self.system_info = system_info
 
     def generate(self, prompts: Sequence[Messages], params: SamplingParams) -> list[Generation]:
         results = []

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import time
 from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
@@ -17,6 +16,7 @@ from pyspark.sql import functions as F
 
 from misbench.chunked import recover_chunk, run_chunks
 from misbench.config import Config, deep_merge
+from misbench.generate.job import engine_name
 from misbench.lake import Lake
 from misbench.prompts import load_prompt
 from misbench.quality import stage
@@ -67,6 +67,16 @@ def results_key(settings: dict) -> str:
     return settings_key(key)[:16]
 
 
+def judge_engine_name(settings: dict) -> str:
+    """The models a quality worker runs, as errors and progress lines name them."""
+    entailment = settings["entailment"]
+    if entailment["backend"] == "nli":
+        judge = f"NLI model {entailment['nli']['model']}"
+    else:
+        judge = f"LLM judge {engine_name(settings['judge_llm'])}"
+    return f"{judge} and embedding model {settings['similarity']['model']}"
+
+
 def run_quality(spark: SparkSession, lake: Lake, cfg: Config) -> QualityReport:
     settings = resolved_settings(cfg)
     inputs = stage.qc_inputs(lake.read("evidence"), lake.read("claims"), lake.read("conflicts"),
@@ -79,14 +89,14 @@ def run_quality(spark: SparkSession, lake: Lake, cfg: Config) -> QualityReport:
     lake.write(queue, "quality_queue")
     queue = lake.read("quality_queue")
     total = queue.count()
-    started, checked = time.perf_counter(), 0
+    checked = 0
     run_started = dt.datetime.now(dt.timezone.utc)
     for written in run_chunks(lake, queue, total, stage.check_batches(settings), stage.QC_SCHEMA,
                               "evidence_qc", "evidence_id", int(settings["commit_rows"]),
-                              int(settings["tasks"]), float(settings["gpus_per_task"] or 0)):
+                              int(settings["tasks"]), float(settings["gpus_per_task"] or 0),
+                              label="quality", engine=judge_engine_name(settings),
+                              progress_every_s=float(settings["progress_seconds"])):
         checked += written.count()
-        log.info("quality: %d/%d texts checked, %.2f texts/s", checked, total,
-                 checked / (time.perf_counter() - started))
     current = lake.read("evidence_qc").join(inputs.select("evidence_id", "qc_key"),
                                             ["evidence_id", "qc_key"], "left_semi")
     lake.write(stage.quality_stats(current), "quality_stats")
