@@ -9,8 +9,12 @@ PYTHON ?= python3
 # depends on the CPU it was made on, so a wheel built on one machine runs on any other.
 # --no-cache-dir: pip's wheel cache is keyed by version only and may hold a native build.
 LLAMA_CPP_PYTHON := $(shell grep -o 'llama-cpp-python==[0-9.]*' setup.py)
-LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
-LLAMA_STAMP := $(VENV)/.llama-$(subst ==,-,$(LLAMA_CPP_PYTHON))
+# The instruction sets are named, not left to llama.cpp's defaults, which turn them all off
+# where SOURCE_DATE_EPOCH is set (reproducible-build environments).
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_BMI2=ON \
+  -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+# One stamp per version and build flags: other flags rebuild llama.cpp in the same .venv.
+LLAMA_STAMP := $(VENV)/.llama-$(subst ==,-,$(LLAMA_CPP_PYTHON))-$(shell echo '$(LLAMA_CMAKE_ARGS)' | cksum | cut -d' ' -f1)
 
 $(LLAMA_STAMP):
 	$(PYTHON) -m venv $(VENV)

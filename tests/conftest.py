@@ -13,7 +13,8 @@ SLICE_BZ2 = TEST_DATA / "wikidata-dump-slice-49.json.bz2"
 
 # Facts of the real slice, counted independently (see tests/data/README.md).
 SLICE_ENTITIES = 49
-SLICE_VALUE_TRIPLES = 4277
+SLICE_VALUE_TRIPLES = 4277  # statements whose main snak has a value
+SLICE_STATEMENTS = 4282  # all statements: 5 more are 'unknown value' / 'no value'
 SLICE_ENTITY_VALUED = 1965
 
 

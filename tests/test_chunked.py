@@ -35,7 +35,7 @@ def test_a_crash_message_names_pass_engine_cause_and_what_to_try():
 
 
 def test_progress_lines_give_rows_rate_and_time_left(caplog):
-    progress = PassProgress("generate styles", total=20, every_s=0.05)
+    progress = PassProgress("generate styles", total=20, every_s=0.05, unit="tokens")
     with caplog.at_level(logging.INFO, logger="misbench.progress"):
         progress.chunk_started(0, 3)
         time.sleep(0.2)  # heartbeats while the chunk runs

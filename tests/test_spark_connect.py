@@ -50,7 +50,7 @@ def test_ingest_and_claims_on_spark_connect_match_local_spark(spark, cfg, tmp_pa
     lake = DeltaRsLake(spark, root=str(root))
     ingest = run_ingest(spark, lake, local_cfg, [str(SLICE_BZ2)])
     run_claims(spark, lake, local_cfg)
-    assert remote["ingest"] == (ingest.entities, ingest.triples, ingest.rejects) == (49, 4277, 0)
+    assert remote["ingest"] == (ingest.entities, ingest.triples, ingest.rejects) == (49, 4282, 0)
     assert remote["claims"] == sorted((r.claim_id, r.statement) for r in lake.read("claims").collect())
     assert remote["conflicts"] == sorted(
         (r.claim_id, r.kind, r.object_id) for r in lake.read("conflicts").collect())

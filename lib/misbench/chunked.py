@@ -23,7 +23,9 @@ log = logging.getLogger("misbench.progress")
 
 # How Spark words the death of a Python worker (segfault, out of memory, SIGKILL) on the driver.
 _WORKER_DIED = re.compile(
-    r"Python worker exited unexpectedly|PYTHON_WORKER_EXITED|worker.{0,40}crashed", re.IGNORECASE)
+    r"Python worker exited unexpectedly|PYTHON_WORKER_EXITED|worker.{0,40}crashed"
+    # the worker died while the JVM was writing to it: Spark rethrows the socket error
+    r"|(Broken pipe|Connection reset)[\s\S]{0,4000}PythonRunner", re.IGNORECASE)
 # faulthandler's first line (spark.python.worker.faulthandler.enabled), e.g. "Segmentation fault".
 _FATAL = re.compile(r"Fatal Python error: ([^\n]+)")
 _EXIT_CODE = re.compile(r"exit(?:ed)? (?:code|status)[ :=]+(-?\d+)", re.IGNORECASE)
@@ -62,12 +64,12 @@ class PassProgress:
     on a cluster): rows done of rows, rate, time left after each chunk, and a heartbeat while
     a chunk runs, so a long pass is never silent."""
 
-    def __init__(self, label: str, total: int, every_s: float = 30.0, unit: str = "tokens"):
+    def __init__(self, label: str, total: int, every_s: float = 30.0, unit: str = "texts"):
         self.label, self.total, self.every_s, self.unit = label, total, every_s, unit
         self.started = time.perf_counter()
         self.rows = 0
         self.units = 0.0
-        self._stop = threading.Event()
+        self._stop: threading.Event | None = None
         self._thread: threading.Thread | None = None
 
     def line(self) -> str:
@@ -82,11 +84,12 @@ class PassProgress:
         return ", ".join(parts)
 
     def chunk_started(self, chunk: int, chunks: int) -> None:
-        self._stop.clear()
+        self.stop()
+        stop = self._stop = threading.Event()  # one per heartbeat thread
         chunk_started = time.perf_counter()
 
         def beat():
-            while not self._stop.wait(self.every_s):
+            while not stop.wait(self.every_s):
                 log.info("%s; chunk %d/%d running for %s", self.line(), chunk + 1, chunks,
                          _duration(time.perf_counter() - chunk_started))
 
@@ -94,7 +97,8 @@ class PassProgress:
         self._thread.start()
 
     def stop(self) -> None:
-        self._stop.set()
+        if self._stop is not None:
+            self._stop.set()
         if self._thread is not None:
             self._thread.join()
             self._thread = None
@@ -135,14 +139,14 @@ def recover_chunk(lake: Lake, target: str, key: str) -> None:
 def run_chunks(
     lake: Lake, queue: DataFrame, total: int, function: Callable, schema: str, target: str, key: str,
     chunk_rows: int, tasks: int, gpus_per_task: float = 0, *, label: str, engine: str,
-    units_column: str | None = None, unit: str = "tokens", progress_every_s: float = 30.0,
+    units_column: str | None = None, unit: str = "texts", progress_every_s: float = 30.0,
 ) -> Iterator[DataFrame]:
     """Run ``function`` over ``queue`` (``total`` rows) chunk by chunk; each chunk's output is
     upserted into ``target`` by ``key`` and then yielded (read back) for accounting.
 
     ``label`` names the pass and ``engine`` the model in progress lines and in the
     ``WorkerCrashed`` error raised when a Python worker dies; ``units_column`` (e.g.
-    ``tokens_out``) is summed for the progress rate."""
+    ``tokens_out``, unit ``tokens``) is summed for the progress rate, else rows count."""
     chunks = max(1, math.ceil(total / max(1, chunk_rows)))
     chunk_table = f"chunk_{target}"
     queue = queue.withColumn("_chunk", F.pmod(F.xxhash64(key), F.lit(chunks)))
@@ -155,16 +159,17 @@ def run_chunks(
         try:
             # Stored before merging: a MERGE may read its source twice, a model must not run twice.
             lake.write(produced, chunk_table)
+            written = lake.read(chunk_table)
+            lake.upsert(written, target, [key])
+            done = written.agg(F.count("*").alias("rows"),
+                               (F.sum(units_column) if units_column else F.count("*")).alias("units")).first()
         except Exception as error:
-            progress.stop()
             cause = worker_crash_cause(error)
             if cause is not None:
                 raise WorkerCrashed(label, engine, cause, str(error)) from error
             raise
-        written = lake.read(chunk_table)
-        lake.upsert(written, target, [key])
-        done = written.agg(F.count("*").alias("rows"),
-                           (F.sum(units_column) if units_column else F.lit(0)).alias("units")).first()
+        finally:
+            progress.stop()  # whatever ends the chunk, the heartbeat ends with it
         progress.chunk_finished(int(done["rows"]), float(done["units"] or 0))
         yield written
     lake.drop(chunk_table)

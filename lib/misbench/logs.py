@@ -23,11 +23,14 @@ _file: Path | None = None
 
 
 def log_file(cfg: Config) -> Path | None:
-    """``log.dir`` or, for a lake in a local folder, ``<lake.root>/_logs``; the file in it."""
+    """``log.dir`` or, on the embedded default (local Spark, a delta-rs lake in a local
+    folder), ``<lake.root>/_logs``; the file in it. None on clusters."""
     folder = cfg.get("log.dir", None)
     if not folder:
         root = cfg.get("lake.root", None)
-        if not root or "://" in str(root) or cfg.get("spark.remote", None):
+        local = (cfg.get("lake.backend", None) == "delta_rs" and not cfg.get("spark.remote", None)
+                 and str(cfg.get("spark.master", None) or "").startswith("local"))
+        if not root or not local or ":" in str(root).split("/", 1)[0]:
             return None
         folder = Path(root) / "_logs"
     return Path(os.path.expanduser(str(folder))).absolute() / "misbench.log"
@@ -47,7 +50,12 @@ def attach_file(cfg: Config) -> Path | None:
     path.parent.mkdir(parents=True, exist_ok=True)
     handler = logging.FileHandler(path, encoding="utf-8")
     handler.setFormatter(logging.Formatter(FORMAT))
-    logging.getLogger().addHandler(handler)
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if getattr(h, "misbench_log_file", False)]:
+        root.removeHandler(old)  # an earlier command in this process wrote to another lake
+        old.close()
+    handler.misbench_log_file = True
+    root.addHandler(handler)
     detail.handlers = [handler]
     _file = path
     return path

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
 from misbench.config import Config, conf_dir
 from misbench.logs import log_file
+
+# The project's own log4j configuration, for a conf folder (MISBENCH_CONF_DIR) without one.
+PACKAGE_LOG4J = Path(__file__).resolve().parents[2] / "conf" / "log4j2.properties"
 
 
 def get_spark(cfg: Config) -> SparkSession:
@@ -36,16 +40,17 @@ def get_spark(cfg: Config) -> SparkSession:
     if master:
         builder = builder.master(master)
     logfile = log_file(cfg) if master and master.startswith("local") else None
-    if logfile is not None:
+    log4j = next((path for path in (conf_dir() / "log4j2.properties", PACKAGE_LOG4J) if path.is_file()), None)
+    if logfile is not None and log4j is not None:
         # Spark's log (and the Java stack traces of failed tasks) to the log file, not the terminal.
         logfile.parent.mkdir(parents=True, exist_ok=True)
-        options = (f"-Dlog4j2.configurationFile=file:{conf_dir() / 'log4j2.properties'} "
-                   f"-Dmisbench.log.file={logfile}")
+        # Quoted: Spark splits these options on spaces, and honours quotes.
+        options = f'"-Dlog4j2.configurationFile=file:{log4j}" "-Dmisbench.log.file={logfile}"'
         extra_conf["spark.driver.extraJavaOptions"] = " ".join(
             part for part in (extra_conf.get("spark.driver.extraJavaOptions"), options) if part)
     for key, value in extra_conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    if master and master.startswith("local") and logfile is None:
+    if master and master.startswith("local") and (logfile is None or log4j is None):
         spark.sparkContext.setLogLevel("ERROR")
     return spark

@@ -4,28 +4,37 @@ from misbench.claims import stage
 from misbench.claims.relations import Relation, RelationPair
 
 TRIPLE = ("subject_id string, property string, rank string, value_type string, object_id string, "
-          "value string, time_precision int, statement_id string")
-LABELS = "id string, label string, description string, instance_of array<string>"
+          "value string, time_precision int, start_time string, end_time string, statement_id string")
+LABELS = "id string, label string, description string, instance_of array<string>, aliases array<string>"
 
 
 def triples(spark, rows):
+    """(subject, property, object[, rank[, precision]][, {"start": .., "end": ..}]); an
+    object starting with a digit or '-' is a date, "?" an unknown value, "-" no value."""
     full = []
     for i, row in enumerate(rows):
-        subject, prop, obj, *rest = row
+        times = row[-1] if isinstance(row[-1], dict) else {}
+        subject, prop, obj, *rest = row[:-1] if times else row
         rank = rest[0] if rest else "normal"
-        if obj and obj[0].isdigit():
-            full.append((subject, prop, rank, "time", None, obj, rest[1] if len(rest) > 1 else 11, f"s{i}"))
+        start, end = times.get("start"), times.get("end")
+        if obj in ("?", "-"):
+            value_type = "somevalue" if obj == "?" else "novalue"
+            full.append((subject, prop, rank, value_type, None, None, None, start, end, f"s{i}"))
+        elif obj and (obj[0].isdigit() or obj[0] == "-"):
+            full.append((subject, prop, rank, "time", None, obj, rest[1] if len(rest) > 1 else 11,
+                         start, end, f"s{i}"))
         else:
-            full.append((subject, prop, rank, "wikibase-entityid", obj, None, None, f"s{i}"))
+            full.append((subject, prop, rank, "wikibase-entityid", obj, None, None, start, end, f"s{i}"))
     return spark.createDataFrame(full, TRIPLE)
 
 
 def labels(spark, rows):
-    return spark.createDataFrame(rows, LABELS)
+    """(id, label, description, instance_of[, aliases])."""
+    return spark.createDataFrame([tuple(row) + ((None,) if len(row) == 4 else ()) for row in rows], LABELS)
 
 
-def relation(rid="P17", statement="<S> lies in <O>.", question="Where does <S> lie?"):
-    return Relation(rid, statement, question, "country", "Geography")
+def relation(rid="P17", statement="<S> lies in <O>.", question="Where does <S> lie?", changes=True, multi=False):
+    return Relation(rid, statement, question, "country", "Geography", changes, multi)
 
 
 def resolutions(facts):
@@ -75,9 +84,9 @@ def test_two_hop_chains_with_dates_at_their_precision(spark):
     names = labels(spark, [(x, f"name {x}", None, []) for x in "FDGEHIJKLMO"])
     pairs = stage.pairs_frame(spark, [
         RelationPair("P57", "P569", "compositional", "The director of <S> was born on <O>.",
-                     "When was the director of <S> born?", "date", "Media"),
+                     "When was the director of <S> born?", "date", "Media", False),
         RelationPair("P22", "P22", "inference", "The paternal grandfather of <S> is <O>.",
-                     "Who is the paternal grandfather of <S>?", "person", "Family"),
+                     "Who is the paternal grandfather of <S>?", "person", "Family", False),
     ])
     rows = {r.subject_id: r for r in stage.two_hop_candidates(facts, names, pairs).collect()}
     assert rows["F"].statement == "The director of name F was born on 16 August 1954."
@@ -167,10 +176,10 @@ def test_dates_conflict_with_other_dates(spark):
     names = labels(spark, [("F", "Film", None, []), ("D", "Dir", None, [])])
     pairs = stage.pairs_frame(spark, [RelationPair(
         "P57", "P569", "compositional", "The director of <S> was born on <O>.",
-        "When was the director of <S> born?", "date", "Media")])
+        "When was the director of <S> born?", "date", "Media", False)])
     candidates = stage.two_hop_candidates(facts, names, pairs)
     rows = stage.conflicts(candidates, facts, names, pairs.select("relation", "statement"), 3, "2026-01-01").collect()
-    assert sorted(r.kind for r in rows) == ["factual", "semantic", "temporal"]
+    assert sorted(r.kind for r in rows) == ["factual", "semantic"]  # a birth date never changes
     for r in rows:
         assert r.object_label != "16 August 1954" and r.object_label.endswith(tuple("0123456789"))
         assert r.statement == f"The director of Film was born on {r.object_label}."

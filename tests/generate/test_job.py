@@ -96,35 +96,42 @@ def test_kill_during_generation_then_rerun_loses_and_duplicates_nothing(lake_cop
             assert after[evidence_id].text == row.text
 
 
-def test_a_crashed_worker_ends_with_a_short_error_and_keeps_committed_rows(lake_copy):
-    """A segfault in the engine's worker (signalled for real, mid-pass): the command names the
-    stage, pass, backend and model and what to try; the Python traceback (faulthandler) and
-    Spark's Java stack trace go to the log file, not the terminal; committed rows stay."""
+@pytest.mark.parametrize("signal_name, cause", [
+    ("SIGSEGV", "Fatal Python error: Segmentation fault"),        # a crash in native code
+    ("SIGKILL", "killed without a Python traceback"),             # what the OOM killer does
+])
+def test_a_crashed_worker_ends_with_a_short_error_and_keeps_committed_rows(lake_copy, signal_name, cause):
+    """A worker that holds the engine dies for real, mid-pass: the command names the stage,
+    pass, backend and model, the cause and what to try; the Python traceback (faulthandler)
+    and Spark's Java stack traces go to the log file, not the terminal; committed rows stay."""
     import signal
 
     from tests.conftest import crash_workers_after_commits
 
     root = str(lake_copy.root)
-    command = [sys.executable, "-m", "misbench.cli", "generate", "--limit", "1", "--lake", root,
-               "--set", "spark.master=local[2]"]
-    for setting in SMALL_MODEL:
+    settings = [*(s for s in SMALL_MODEL if not s.startswith("generate.commit_rows=")),
+                "generate.commit_rows=2", "spark.master=local[2]"]
+    command = [sys.executable, "-m", "misbench.cli", "generate", "--limit", "1", "--lake", root]
+    for setting in settings:
         command += ["--set", setting]
-    command[-1] = "generate.commit_rows=2"
     # one entries chunk committed, the second one running in the workers that hold the engine
-    finished, hits = crash_workers_after_commits(command, root + "/evidence/_delta_log", 1, signal.SIGSEGV)
+    finished, hits = crash_workers_after_commits(command, root + "/evidence/_delta_log", 1,
+                                                 getattr(signal, signal_name))
     assert hits > 0, "no Python worker was found to crash"
     assert finished.returncode == 4, finished.stderr[-3000:]
     error = finished.stderr
     assert "misbench generate: error: generate entries: " in error  # the stage and its pass
     assert "llama_cpp model qwen2.5-coder-0.5b-instruct-q4km" in error
-    assert "died (Fatal Python error: Segmentation fault)" in error
+    assert f"died ({cause}" in error
     assert "rerun the same command" in error and "Try:" in error
     assert "at org.apache" not in error and "Caused by" not in error and "Traceback" not in error
-    logged = (lake_copy.root + "/_logs/misbench.log")
+    logged = lake_copy.root + "/_logs/misbench.log"
     with open(logged, encoding="utf-8") as handle:
         log_text = handle.read()
-    assert "Fatal Python error: Segmentation fault" in log_text  # faulthandler's dump
-    assert "at org.apache.spark" in log_text  # Spark's own log
+    assert "WARN TaskSetManager: Lost task" in log_text  # Spark's own log4j output
+    assert "Traceback (most recent call last)" in log_text  # misbench's detail of the failure
+    if signal_name == "SIGSEGV":
+        assert "Fatal Python error: Segmentation fault" in log_text  # faulthandler's dump
     assert f"Full traceback and Spark's log: {logged}" in error
 
     kept = evidence_of_first_claim(lake_copy)

@@ -17,7 +17,7 @@ from tests.conftest import (
     SLICE_ENTITIES,
     SLICE_ENTITY_VALUED,
     SLICE_JSON,
-    SLICE_VALUE_TRIPLES,
+    SLICE_STATEMENTS,
     kill_after_commits,
     require_slice,
 )
@@ -39,8 +39,8 @@ def table_facts(lake):
 EXPECTED = {
     "entities": SLICE_ENTITIES,
     "distinct_ids": SLICE_ENTITIES,
-    "triples": SLICE_VALUE_TRIPLES,
-    "distinct_statements": SLICE_VALUE_TRIPLES,
+    "triples": SLICE_STATEMENTS,
+    "distinct_statements": SLICE_STATEMENTS,
     "with_object": SLICE_ENTITY_VALUED,
     "rejects": 0,
 }
@@ -49,7 +49,7 @@ EXPECTED = {
 def test_real_slice_gives_exact_counts_and_a_rerun_changes_nothing(spark, lake, run_cfg):
     require_slice()
     report = run_ingest(spark, lake, run_cfg, [str(SLICE_BZ2)])
-    assert (report.entities, report.triples, report.rejects) == (49, 4277, 0)
+    assert (report.entities, report.triples, report.rejects) == (49, SLICE_STATEMENTS, 0)
     assert table_facts(lake) == EXPECTED
     first_versions = {name: lake.version(name) for name in ("entities", "triples")}
 
@@ -115,7 +115,7 @@ def test_bad_lines_are_quarantined_with_their_line_numbers(spark, lake, run_cfg,
     assert "without an id" in rejects[2][1]
     assert rejects[3][1].startswith("invalid JSON")
     assert lake.read("entities").where("id = 'Q1000002'").count() == 1
-    assert table_facts(lake)["triples"] == SLICE_VALUE_TRIPLES
+    assert table_facts(lake)["triples"] == SLICE_STATEMENTS
 
 
 def test_truncated_compressed_file_keeps_what_was_read(spark, lake, run_cfg, tmp_path):
@@ -151,7 +151,7 @@ def test_duplicates_across_files_are_rejected_and_rate_fails_the_job(lake_root, 
     # every entity kept once, with its statements once; the first file wins
     assert main(["sql", "--lake", str(lake_root), "--format", "csv",
                  "SELECT count(*) AS n, count(DISTINCT statement_id) AS d FROM triples"]) == 0
-    assert capsys.readouterr().out.splitlines()[1] == f"{SLICE_VALUE_TRIPLES},{SLICE_VALUE_TRIPLES}"
+    assert capsys.readouterr().out.splitlines()[1] == f"{SLICE_STATEMENTS},{SLICE_STATEMENTS}"
 
 
 def test_missing_and_unsupported_inputs_are_clear_errors(spark, lake, run_cfg, tmp_path, capsys):

@@ -90,10 +90,18 @@ def test_php_empty_arrays_are_empty_not_errors():
     assert triples == []
 
 
-def test_somevalue_and_novalue_snaks_are_not_triples():
+def test_somevalue_and_novalue_snaks_are_kept_without_a_value():
+    """They make a (subject, relation) ambiguous: one known spouse plus an unknown one is not
+    a single spouse."""
+    end_unknown = {"P582": [{"snaktype": "somevalue", "property": "P582"}]}
     claims = {"P26": [statement("P26", None, snaktype="somevalue"),
-                      statement("P26", None, snaktype="novalue", sid="Q1$b")]}
-    assert parse_entity(entity_line(claims), ("en",))[1] == []
+                      statement("P26", None, snaktype="novalue", sid="Q1$b"),
+                      statement("P26", {"type": "wikibase-entityid", "value": {"id": "Q5"}}, sid="Q1$c",
+                                qualifiers=end_unknown)]}
+    rows = parse_entity(entity_line(claims), ("en",))[1]
+    assert [(r[4], r[5], r[6]) for r in rows] == [("somevalue", None, None), ("novalue", None, None),
+                                                   ("wikibase-entityid", "Q5", None)]
+    assert rows[2][11] == "somevalue"  # an unknown end time: the marriage ended
 
 
 def test_qualifier_dates_and_ranks_are_kept():
@@ -165,4 +173,4 @@ def test_batches_give_one_row_per_entity_line_and_block_counts():
     reject = [r for r in out.to_pylist() if r["kind"] == "reject"][0]
     assert reject["line_in_block"] == len(second) - 10 - 1
     assert reject["raw_head"].startswith('{"type":"item","id":"Q99"')
-    assert sum(len(t) for t in out.column("triples").to_pylist()) == 4277
+    assert sum(len(t) for t in out.column("triples").to_pylist()) == 4282  # 5 without a value

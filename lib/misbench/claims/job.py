@@ -33,13 +33,13 @@ class ClaimsReport:
 
 
 def entity_labels(lake: Lake) -> DataFrame:
-    """id, label, description, instance_of: the ingested entities, plus what enrichment found
-    for ids the dump lacks."""
-    entities = lake.read("entities").select("id", "label", "description", "instance_of")
+    """id, label, description, instance_of, aliases: the ingested entities, plus what
+    enrichment found for ids the dump lacks."""
+    entities = lake.read("entities").select("id", "label", "description", "instance_of", "aliases")
     if not lake.exists("entity_enrichment"):
         return entities
     enriched = lake.read("entity_enrichment").where(F.col("found")).select(
-        "id", "label", "description", "instance_of"
+        "id", "label", "description", "instance_of", F.lit(None).cast("array<string>").alias("aliases")
     )
     return entities.unionByName(enriched.join(entities.select("id"), "id", "left_anti"))
 
@@ -74,10 +74,16 @@ def run_claims(
     properties = sorted(
         {r.relation for r in relations} | {p.first for p in pairs} | {p.second for p in pairs}
     )
+    reference_date = str(cfg.get("claims.reference_date"))
     triples = lake.read("triples").where(
-        F.col("value_type").isin("wikibase-entityid", "time") & F.col("property").isin(properties)
+        F.col("value_type").isin("wikibase-entityid", "time", *stage.UNKNOWN_VALUE_TYPES)
+        & F.col("property").isin(properties)
     )
-    facts = stage.resolved_facts(triples, properties)
+    facts = stage.resolved_facts(triples, properties, reference_date)
+    links = lake.read("triples").where(
+        (F.col("value_type") == "wikibase-entityid") & F.col("property").isin(list(stage.LINK_PROPERTIES))
+        & (F.col("rank") != "deprecated")
+    ).select(F.col("subject_id").alias("a"), F.col("object_id").alias("b"))
 
     enriched = 0
     if cfg.get("claims.enrich.enabled"):
@@ -100,8 +106,9 @@ def run_claims(
     conflict_rows = stage.conflicts(
         candidates, facts, labels, templates,
         seed=int(cfg.get("claims.seed")),
-        reference_date=str(cfg.get("claims.reference_date")),
+        reference_date=reference_date,
         attempts=int(cfg.get("claims.substitute_attempts")),
+        links=links,
     )
     lake.write(conflict_rows, "conflicts_staging")
     conflict_rows = lake.read("conflicts_staging")

@@ -23,6 +23,8 @@ class Relation:
     question: str
     answer_type: str
     topic: str
+    changes_over_time: bool = False  # may get a temporal conflict
+    multi_valued: bool = False  # usually several values, even where Wikidata lists one
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,8 @@ class RelationPair:
     question: str
     answer_type: str
     topic: str
+    changes_over_time: bool = False
+    multi_valued: bool = False
 
     @property
     def relation(self) -> str:
@@ -62,6 +66,15 @@ def _check_entry(where: str, spec: dict, topics: list[str]) -> None:
         raise ConfigError(f"{where}: unknown topic {spec.get('topic')!r} (topics: {topics})")
     if not spec.get("answer_type"):
         raise ConfigError(f"{where}: no answer_type")
+    if not isinstance(spec.get("changes_over_time"), bool):
+        raise ConfigError(f"{where}: changes_over_time must be true or false (may the object change "
+                          "while the subject stays the same?)")
+    if not isinstance(spec.get("multi_valued", False), bool):
+        raise ConfigError(f"{where}: multi_valued must be true or false")
+
+
+def _flags(spec: dict) -> dict:
+    return {"changes_over_time": spec["changes_over_time"], "multi_valued": spec.get("multi_valued", False)}
 
 
 def load_relations(path: Path | None = None) -> tuple[list[Relation], list[str]]:
@@ -81,9 +94,8 @@ def load_relations(path: Path | None = None) -> tuple[list[Relation], list[str]]
         if not isinstance(spec, dict):
             raise ConfigError(f"{where}: expected statement, question, answer_type, topic")
         _check_entry(where, spec, topics)
-        relations.append(
-            Relation(str(relation), spec["statement"], spec["question"], spec["answer_type"], spec["topic"])
-        )
+        relations.append(Relation(str(relation), spec["statement"], spec["question"], spec["answer_type"],
+                                  spec["topic"], **_flags(spec)))
     return relations, list(topics)
 
 
@@ -102,7 +114,7 @@ def load_pairs(topics: list[str], path: Path | None = None) -> list[RelationPair
         _check_entry(where, spec, topics)
         pair = RelationPair(
             spec["first"], spec["second"], spec["kind"], spec["statement"], spec["question"],
-            spec["answer_type"], spec["topic"],
+            spec["answer_type"], spec["topic"], **_flags(spec),
         )
         if pair.relation in seen:
             raise ConfigError(f"{where}: listed twice")

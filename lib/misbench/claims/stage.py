@@ -5,13 +5,17 @@ that does not become a claim leaves a count with its reason (``claims_stats``).
 
 Inputs:
 - ``triples``: the ingest table (subject_id, property, rank, value_type, object_id, value,
-  time_precision, statement_id).
-- ``labels``: id, label, description, instance_of (entities, plus enriched ones).
+  time_precision, start_time, end_time, statement_id); ``somevalue`` / ``novalue`` rows mark
+  an unknown or absent value.
+- ``labels``: id, label, description, instance_of, aliases (entities, plus enriched ones).
+- ``links``: a, b entity pairs linked by subclass of, part of, located in or replaces /
+  replaced by (``LINK_PROPERTIES``): a substitute is never so close to the true answer.
 - ``templates``: relation, statement, question, answer_type, topic, and for two-hop pairs
   first, second, kind (``relations_frame`` / ``pairs_frame`` make them from config).
 """
 from __future__ import annotations
 
+import unicodedata
 from typing import Sequence
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -21,29 +25,71 @@ from misbench.claims.relations import DATE_PROPERTIES, Relation, RelationPair
 
 KEPT = "kept"
 CONFLICT_KINDS = ("factual", "temporal", "semantic")
+UNKNOWN_VALUE_TYPES = ("somevalue", "novalue")  # "unknown value" / "no value" statements
+# subclass of, part of, located in the administrative entity, replaces, replaced by
+LINK_PROPERTIES = ("P279", "P361", "P131", "P1365", "P1366")
 CLAIM_COLUMNS = [
     "claim_id", "hop", "relation", "relation_kind", "subject_id", "subject_label",
     "subject_description", "bridge_id", "bridge_label", "object_id", "object_label",
     "object_description", "statement", "question", "answer_type", "topic", "source",
+    "changes_over_time", "multi_valued",
 ]
 STATS_COLUMNS = ["hop", "relation", "reason", "facts"]
 
 
 def relations_frame(spark: SparkSession, relations: Sequence[Relation]) -> DataFrame:
-    rows = [(r.relation, r.statement, r.question, r.answer_type, r.topic) for r in relations]
+    rows = [(r.relation, r.statement, r.question, r.answer_type, r.topic, r.changes_over_time,
+             r.multi_valued) for r in relations]
     return spark.createDataFrame(
-        rows, "relation string, statement string, question string, answer_type string, topic string"
+        rows, "relation string, statement string, question string, answer_type string, topic string, "
+              "changes_over_time boolean, multi_valued boolean"
     )
 
 
 def pairs_frame(spark: SparkSession, pairs: Sequence[RelationPair]) -> DataFrame:
-    rows = [(p.relation, p.first, p.second, p.kind, p.statement, p.question, p.answer_type, p.topic)
-            for p in pairs]
+    rows = [(p.relation, p.first, p.second, p.kind, p.statement, p.question, p.answer_type, p.topic,
+             p.changes_over_time, p.multi_valued) for p in pairs]
     return spark.createDataFrame(
         rows,
         "relation string, first string, second string, kind string, statement string, "
-        "question string, answer_type string, topic string",
+        "question string, answer_type string, topic string, changes_over_time boolean, "
+        "multi_valued boolean",
     )
+
+
+def _accent_table() -> tuple[str, str]:
+    """Latin letters with diacritics and their bare letter, for ``translate``."""
+    accented, plain = [], []
+    for code in range(0xC0, 0x250):
+        char = chr(code)
+        base = unicodedata.normalize("NFD", char)[0]
+        if base != char and base.isascii() and base.isalpha():
+            accented.append(char)
+            plain.append(base)
+    return "".join(accented), "".join(plain)
+
+
+_ACCENTED, _PLAIN = _accent_table()
+
+
+def _folded(text: Column) -> Column:
+    return F.translate(F.lower(text), _ACCENTED, _PLAIN)
+
+
+def normalized(text: Column) -> Column:
+    """A name for comparisons: lower case, accents dropped, punctuation and spaces removed
+    ("São Paulo" and "sao-paulo" are one name)."""
+    return F.regexp_replace(_folded(text), r"[^\p{L}\p{N}]+", "")
+
+
+def _words(text: Column) -> Column:
+    """Lower-case, accent-free words separated by single spaces, padded with one space."""
+    return F.concat(F.lit(" "), F.trim(F.regexp_replace(_folded(text), r"[^\p{L}\p{N}]+", " ")), F.lit(" "))
+
+
+def contains_words(text: Column, part: Column) -> Column:
+    """Whether ``part`` occurs in ``text`` as whole words, ignoring case, accents and punctuation."""
+    return F.instr(_words(text), _words(part)) > 0
 
 
 def fill(template: Column, subject: Column, obj: Column | None = None) -> Column:
@@ -66,17 +112,43 @@ def _as_date(value: Column, precision: Column) -> tuple[Column, Column, Column]:
     return is_day, is_month, as_date
 
 
+def _ordinal(number: Column) -> Column:
+    suffix = (F.when(F.pmod(number, F.lit(100)).isin(11, 12, 13), F.lit("th"))
+              .when(F.pmod(number, F.lit(10)) == 1, F.lit("st"))
+              .when(F.pmod(number, F.lit(10)) == 2, F.lit("nd"))
+              .when(F.pmod(number, F.lit(10)) == 3, F.lit("rd"))
+              .otherwise(F.lit("th")))
+    return F.concat(number.cast("string"), suffix)
+
+
 def date_text(value: Column, precision: Column) -> Column:
-    """A canonical time value (1952-03-11 / 1952-03 / 1952 / -0050) in words, at its precision."""
+    """A canonical time value in words at its precision: day (16 August 1954), month (August
+    1954), year (1954, 50 BCE), decade (the 1950s), century (the 19th century, counted as
+    Wikidata does: 1801-1900) and millennium (the 2nd millennium)."""
     is_day, is_month, as_date = _as_date(value, precision)
     year = F.regexp_replace(F.regexp_replace(value, r"^-", ""), r"-.*$", "")
+    bce = F.when(value.startswith("-"), F.lit(" BCE")).otherwise(F.lit(""))
     year_words = F.when(value.startswith("-"), F.concat(F.ltrim(F.regexp_replace(year, "^0+", "")), F.lit(" BCE"))) \
         .otherwise(F.regexp_replace(year, "^0+(?=\\d)", ""))
+    years = year.cast("long")
+    decade = F.concat(F.lit("the "), (F.floor(years / 10) * 10).cast("string"), F.lit("s"), bce)
+    century = F.concat(F.lit("the "), _ordinal(F.floor((years - 1) / 100) + 1), F.lit(" century"), bce)
+    millennium = F.concat(F.lit("the "), _ordinal(F.floor((years - 1) / 1000) + 1), F.lit(" millennium"), bce)
     return (
         F.when(is_day, F.date_format(as_date, "d MMMM yyyy"))
         .when(is_month, F.date_format(as_date, "MMMM yyyy"))
+        .when(precision == 8, decade)
+        .when(precision == 7, century)
+        .when(precision == 6, millennium)
         .otherwise(year_words)
     )
+
+
+def precision_years(precision: Column) -> Column:
+    """How many years one step of a date's precision spans: a shifted date moves by whole
+    steps, so it always falls outside the true date's window (another decade, century...)."""
+    return (F.when(precision == 8, F.lit(10)).when(precision == 7, F.lit(100))
+            .when(precision == 6, F.lit(1000)).otherwise(F.lit(1)))
 
 
 def shifted_date(value: Column, precision: Column, years: Column) -> Column:
@@ -92,40 +164,69 @@ def shifted_date(value: Column, precision: Column, years: Column) -> Column:
     )
 
 
+def period_start(value: Column) -> Column:
+    """A canonical time value as the first day of its period, ``yyyy-MM-dd`` text that sorts
+    as dates do (1952 -> 1952-01-01); null for BCE and five-digit years. Text, not DATE:
+    no value can make the cast fail."""
+    return (F.when(value.rlike(r"^\d{4}-\d{2}-\d{2}$"), value)
+            .when(value.rlike(r"^\d{4}-\d{2}$"), F.concat(value, F.lit("-01")))
+            .when(value.rlike(r"^\d{4}$"), F.concat(value, F.lit("-01-01"))))
+
+
 # --------------------------------------------------------------------------------------------
 # facts
 # --------------------------------------------------------------------------------------------
 
 
-def resolved_facts(triples: DataFrame, properties: Sequence[str]) -> DataFrame:
+def resolved_facts(triples: DataFrame, properties: Sequence[str], reference_date: str = "2026-01-01") -> DataFrame:
     """Statements of the given properties with a ``resolution``: ``kept`` for the one fact
-    per (subject, property) that can be asked about, else why not.
+    per (subject, property) that holds at ``reference_date`` and can be asked about, else why
+    not, and ``single``: whether it is the only current value (not one chosen by rank).
 
-    A (subject, property) with several different objects is ambiguous for a single-answer
-    question, unless exactly one of them is stated with preferred rank. Deprecated
-    statements are never facts. Dates (P569, P570) count as values; other literals do not.
+    - Deprecated statements are never facts.
+    - A statement that ended (end time P582 at or before the reference date, or an unknown
+      end) or starts after it (start time P580) is not a current fact: a former spouse, a
+      former capital.
+    - An "unknown value" or "no value" statement of a (subject, property) makes it ambiguous.
+    - Several current objects are ambiguous for a single-answer question, unless exactly one
+      of them is stated with preferred rank.
+    Dates (P569, P570) count as values; other literals do not.
     """
+    unknown = F.col("value_type").isin(list(UNKNOWN_VALUE_TYPES))
     facts = triples.where(
         F.col("property").isin(list(properties))
-        & (F.col("object_id").isNotNull()
+        & (F.col("object_id").isNotNull() | unknown
            | (F.col("property").isin(list(DATE_PROPERTIES)) & (F.col("value_type") == "time")))
-    ).select("subject_id", "property", "rank", "object_id", "value", "time_precision", "statement_id")
+    ).select("subject_id", "property", "rank", "value_type", "object_id", "value", "time_precision",
+             "start_time", "end_time", "statement_id")
     answer = F.coalesce(F.col("object_id"), F.col("value"))
     live = F.col("rank") != "deprecated"
+    reference = F.lit(reference_date)
+    ended = F.col("end_time").isNotNull() & (
+        (F.col("end_time") == "somevalue") | F.col("end_time").startswith("-")
+        | (period_start(F.col("end_time")) <= reference))
+    not_started = F.coalesce(period_start(F.col("start_time")) > reference, F.lit(False))
+    current = live & ~ended & ~not_started
+    counted = current & ~unknown
     group = Window.partitionBy("subject_id", "property")
-    preferred = F.when(live & (F.col("rank") == "preferred"), answer)
+    whole_group = group.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    preferred = F.when(counted & (F.col("rank") == "preferred"), answer)
     first_per_answer = Window.partitionBy("subject_id", "property", answer).orderBy(
         F.when(F.col("rank") == "preferred", 0).otherwise(1), "statement_id"
     )
     facts = (
-        facts.withColumn("answers", F.size(F.collect_set(F.when(live, answer)).over(group)))
+        facts.withColumn("answers", F.size(F.collect_set(F.when(counted, answer)).over(group)))
+        .withColumn("unknowns", F.max((current & unknown).cast("int")).over(whole_group))
         .withColumn("preferred_answers", F.size(F.collect_set(preferred).over(group)))
-        .withColumn("preferred_answer", F.first(preferred, ignorenulls=True).over(
-            group.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)))
+        .withColumn("preferred_answer", F.first(preferred, ignorenulls=True).over(whole_group))
         .withColumn("copy", F.row_number().over(first_per_answer))
     )
     resolution = (
         F.when(~live, F.lit("deprecated statement"))
+        .when(unknown, F.lit("unknown or no value"))
+        .when(ended, F.lit("ended before the reference date"))
+        .when(not_started, F.lit("starts after the reference date"))
+        .when(F.col("unknowns") == 1, F.lit("ambiguous: an unknown or no value is stated too"))
         .when(F.col("answers") == 1, F.when(F.col("copy") == 1, F.lit(KEPT))
               .otherwise(F.lit("same fact stated twice")))
         .when(F.col("preferred_answers") == 1,
@@ -136,7 +237,7 @@ def resolved_facts(triples: DataFrame, properties: Sequence[str]) -> DataFrame:
     )
     return facts.withColumn("resolution", resolution).select(
         "subject_id", "property", "rank", "object_id", "value", "time_precision",
-        "statement_id", "resolution",
+        "statement_id", "resolution", (F.col("answers") == 1).alias("single"),
     )
 
 
@@ -162,11 +263,13 @@ def one_hop_candidates(facts: DataFrame, labels: DataFrame, relations: DataFrame
         .join(_label_columns(labels, "subject"), "subject_id", "left")
         .join(_label_columns(labels, "object"), "object_id", "left")
     )
+    question = fill(F.col("question"), F.col("subject_label"))
     reason = (
         F.when(F.col("resolution") != KEPT, F.col("resolution"))
         .when(F.col("subject_id") == F.col("object_id"), F.lit("object is the subject"))
         .when(F.col("subject_label").isNull(), F.lit("subject has no label"))
         .when(F.col("object_label").isNull(), F.lit("object has no label"))
+        .when(contains_words(question, F.col("object_label")), F.lit("question contains its answer"))
         .otherwise(F.lit(KEPT))
     )
     return rows.select(
@@ -179,8 +282,8 @@ def one_hop_candidates(facts: DataFrame, labels: DataFrame, relations: DataFrame
         F.lit(None).cast("string").alias("bridge_label"),
         "object_id", "object_label", "object_description",
         fill(F.col("statement"), F.col("subject_label"), F.col("object_label")).alias("statement"),
-        fill(F.col("question"), F.col("subject_label")).alias("question"),
-        "answer_type", "topic", F.lit("wikidata").alias("source"),
+        question.alias("question"),
+        "answer_type", "topic", F.lit("wikidata").alias("source"), "changes_over_time", "multi_valued",
         # what the conflict stage needs: whose true objects to avoid, in which relation
         F.col("property").alias("pool_relation"),
         F.col("subject_id").alias("truth_subject"),
@@ -197,6 +300,7 @@ def two_hop_candidates(facts: DataFrame, labels: DataFrame, pairs: DataFrame) ->
     first = facts.where(F.col("object_id").isNotNull()).select(
         F.col("subject_id"), F.col("property").alias("first"),
         F.col("object_id").alias("bridge_id"), F.col("resolution").alias("first_resolution"),
+        F.col("single").alias("first_single"),
     )
     second = facts.select(
         F.col("subject_id").alias("bridge_id"), F.col("property").alias("second"),
@@ -214,13 +318,17 @@ def two_hop_candidates(facts: DataFrame, labels: DataFrame, pairs: DataFrame) ->
     is_date = F.col("object_id").isNull()
     answer_label = F.when(is_date, date_text(F.col("object_value"), F.col("object_precision"))) \
         .otherwise(F.col("object_label"))
+    question = fill(F.col("question"), F.col("subject_label"))
     reason = (
         F.when(F.col("first_resolution") != KEPT, F.concat(F.lit("first hop: "), F.col("first_resolution")))
+        # another current bridge (outranked by a preferred one) could lead to another answer
+        .when(~F.col("first_single"), F.lit("first hop: several bridges, one preferred"))
         .when(F.col("second_resolution") != KEPT, F.concat(F.lit("second hop: "), F.col("second_resolution")))
         .when(F.col("subject_id") == F.col("object_id"), F.lit("object is the subject"))
         .when(F.col("subject_label").isNull(), F.lit("subject has no label"))
         .when(F.col("bridge_label").isNull(), F.lit("bridge has no label"))
         .when(answer_label.isNull(), F.lit("object has no label"))
+        .when(contains_words(question, answer_label), F.lit("question contains its answer"))
         .otherwise(F.lit(KEPT))
     )
     return chains.select(
@@ -231,8 +339,8 @@ def two_hop_candidates(facts: DataFrame, labels: DataFrame, pairs: DataFrame) ->
         "object_id", answer_label.alias("object_label"),
         F.when(is_date, F.lit(None)).otherwise(F.col("object_description")).alias("object_description"),
         fill(F.col("statement"), F.col("subject_label"), answer_label).alias("statement"),
-        fill(F.col("question"), F.col("subject_label")).alias("question"),
-        "answer_type", "topic", F.lit("wikidata").alias("source"),
+        question.alias("question"),
+        "answer_type", "topic", F.lit("wikidata").alias("source"), "changes_over_time", "multi_valued",
         F.col("second").alias("pool_relation"),
         F.col("bridge_id").alias("truth_subject"),
         "object_value", F.col("object_precision").cast("int").alias("object_precision"),
@@ -266,6 +374,7 @@ def two_wiki_candidates(records: DataFrame) -> DataFrame:
         statement.alias("statement"), F.col("question"),
         F.lit("entity").alias("answer_type"), F.lit("Identity").alias("topic"),
         F.lit(TWO_WIKI_SOURCE).alias("source"),
+        F.lit(False).alias("changes_over_time"), F.lit(False).alias("multi_valued"),
         relation.alias("pool_relation"), subject.alias("truth_subject"),
         F.lit(None).cast("string").alias("object_value"),
         F.lit(None).cast("int").alias("object_precision"),
@@ -286,13 +395,33 @@ def _hash(*parts) -> Column:
     return F.xxhash64(*[p if isinstance(p, Column) else F.lit(p) for p in parts])
 
 
+def names_of(labels: DataFrame) -> DataFrame:
+    """id, name: every entity's label and aliases, normalised (see ``normalized``)."""
+    aliases = F.coalesce(F.col("aliases"), F.array().cast("array<string>"))
+    return labels.select("id", F.explode(F.array_union(F.array(F.col("label")), aliases)).alias("name")) \
+        .where(F.col("name").isNotNull()).select("id", normalized(F.col("name")).alias("name")).distinct()
+
+
+def _distinct_by_name(choices: DataFrame, wanted: int) -> DataFrame:
+    """Per claim, at most ``wanted`` choices with pairwise different names, renumbered
+    0..n-1 in seeded order: the options of one question never read alike."""
+    per_name = Window.partitionBy("claim_id", normalized(F.col("candidate_label"))).orderBy("order")
+    ranked = Window.partitionBy("claim_id").orderBy("order")
+    return (choices.withColumn("copy", F.row_number().over(per_name)).where("copy = 1")
+            .withColumn("choice", F.row_number().over(ranked) - 1).where(F.col("choice") < wanted)
+            .drop("copy", "order"))
+
+
 def substitutes(
     candidates: DataFrame, facts: DataFrame, labels: DataFrame, seed: int, attempts: int = 16,
-    wanted: int = 4,
+    wanted: int = 4, links: DataFrame | None = None,
 ) -> DataFrame:
     """Up to ``wanted`` same-type substitutes per entity-valued claim, ranked: entities that
     share an instance-of type with the true object, occur as object of the same relation
-    elsewhere, and are never a true object of that subject and relation.
+    elsewhere, and are false by meaning, not only by id: never a true object of that subject
+    and relation, never the subject itself, never sharing a name (label or alias, normalised)
+    with the true answer, never linked to it by ``links`` (either direction), and never named
+    like another substitute of the same claim.
 
     Seeded and deterministic. Each claim probes ``attempts`` pseudo-random positions of each
     of its type pools instead of pairing with whole pools (which can hold millions)."""
@@ -309,7 +438,7 @@ def substitutes(
     ).withColumn("pool_size", F.count("*").over(by_pool))
     sizes = pool.select("pool_relation", "type", "pool_size").distinct()
     claims = candidates.where(F.col("object_id").isNotNull()).select(
-        "claim_id", "pool_relation", "truth_subject", "object_id"
+        "claim_id", "pool_relation", "truth_subject", "object_id", "subject_id"
     )
     probes = (
         claims.join(types.withColumnRenamed("id", "object_id"), "object_id")
@@ -324,39 +453,71 @@ def substitutes(
     ).where(F.col("candidate_id").isNotNull())
     found = (
         probes.join(pool.drop("pool_size"), ["pool_relation", "type", "position"])
-        .where(F.col("candidate_id") != F.col("object_id"))
+        .where((F.col("candidate_id") != F.col("object_id"))
+               & (F.col("candidate_id") != F.coalesce(F.col("subject_id"), F.lit(""))))
         .join(truth, ["truth_subject", "pool_relation", "candidate_id"], "left_anti")
-        .select("claim_id", "candidate_id")
+        .select("claim_id", "object_id", "candidate_id")
         .distinct()
     )
-    ranked = Window.partitionBy("claim_id").orderBy(_hash(F.col("claim_id"), F.col("candidate_id"), seed))
-    return (
-        found.withColumn("choice", F.row_number().over(ranked) - 1)
-        .where(F.col("choice") < wanted)
-        .join(labels.select(F.col("id").alias("candidate_id"), F.col("label").alias("candidate_label"),
-                            F.col("description").alias("candidate_description")),
-              "candidate_id", "left")
-        .where(F.col("candidate_label").isNotNull())
+    names = names_of(labels)
+    same_name = (
+        found.join(names.withColumnRenamed("id", "candidate_id"), "candidate_id")
+        .join(names.withColumnRenamed("id", "object_id"), ["object_id", "name"])
+        .select("claim_id", "candidate_id")
     )
+    found = found.join(same_name, ["claim_id", "candidate_id"], "left_anti")
+    if links is not None:
+        both_ways = links.select("a", "b").unionByName(links.select(F.col("b").alias("a"), F.col("a").alias("b")))
+        found = found.join(both_ways.withColumnRenamed("a", "object_id").withColumnRenamed("b", "candidate_id"),
+                           ["object_id", "candidate_id"], "left_anti")
+    named = found.join(
+        labels.select(F.col("id").alias("candidate_id"), F.col("label").alias("candidate_label"),
+                      F.col("description").alias("candidate_description")),
+        "candidate_id",
+    ).where(F.col("candidate_label").isNotNull())
+    return _distinct_by_name(
+        named.withColumn("order", _hash(F.col("claim_id"), F.col("candidate_id"), seed)), wanted
+    ).select("claim_id", "candidate_id", "candidate_label", "candidate_description", "choice")
 
 
-def _date_substitutes(candidates: DataFrame, seed: int, wanted: int = 4) -> DataFrame:
-    """Other dates for date answers: the true one moved by 1..40 years, never zero."""
+def _date_substitutes(candidates: DataFrame, facts: DataFrame, seed: int, reference_date: str,
+                      wanted: int = 4) -> DataFrame:
+    """Other dates for date answers: the true one moved by whole steps of its precision (so
+    another year, decade, century...), never zero, always before the reference date; a death
+    date stays after the person's birth and a birth date before their death."""
     dates = candidates.where(F.col("object_id").isNull() & F.col("object_value").isNotNull())
-    rows = dates.select(
-        "claim_id", "object_value", "object_precision",
-        F.explode(F.sequence(F.lit(0), F.lit(wanted - 1))).alias("choice"),
+    life = facts.where(F.col("property").isin(list(DATE_PROPERTIES)) & (F.col("resolution") == KEPT))
+    born = life.where(F.col("property") == "P569").select(F.col("subject_id").alias("truth_subject"),
+                                                         F.col("value").alias("born"))
+    died = life.where(F.col("property") == "P570").select(F.col("subject_id").alias("truth_subject"),
+                                                         F.col("value").alias("died"))
+    rows = dates.join(born, "truth_subject", "left").join(died, "truth_subject", "left").select(
+        "claim_id", "pool_relation", "object_value", "object_precision", "born", "died",
+        F.explode(F.sequence(F.lit(0), F.lit(4 * wanted - 1))).alias("attempt"),
     )
-    magnitude = F.pmod(_hash(F.col("claim_id"), F.col("choice"), seed), F.lit(40)) + 1
-    sign = F.when(F.pmod(_hash(F.col("claim_id"), F.col("choice"), seed + 1), F.lit(2)) == 0, 1).otherwise(-1)
-    shifted = rows.withColumn("candidate_value", shifted_date(F.col("object_value"), F.col("object_precision"),
-                                                              (magnitude * sign).cast("int")))
-    return shifted.dropDuplicates(["claim_id", "candidate_value"]).select(
+    # 1..40 years, or 1..6 decades, 1..5 centuries, 1..2 millennia: far enough to be another
+    # date, near enough to be believable
+    steps = (F.when(F.col("object_precision") == 8, F.lit(6)).when(F.col("object_precision") == 7, F.lit(5))
+             .when(F.col("object_precision") == 6, F.lit(2)).otherwise(F.lit(40)))
+    magnitude = F.pmod(_hash(F.col("claim_id"), F.col("attempt"), seed), steps) + 1
+    sign = F.when(F.pmod(_hash(F.col("claim_id"), F.col("attempt"), seed + 1), F.lit(2)) == 0, 1).otherwise(-1)
+    years = (magnitude * sign * precision_years(F.col("object_precision"))).cast("int")
+    shifted = rows.withColumn("candidate_value", shifted_date(F.col("object_value"), F.col("object_precision"), years))
+    start = period_start(F.col("candidate_value"))
+    before_birth = F.coalesce(start <= period_start(F.col("born")), F.lit(False))  # unknown birth: no bound
+    after_death = F.coalesce(start >= period_start(F.col("died")), F.lit(False))
+    plausible = (
+        (F.col("candidate_value").startswith("-") | (start < F.lit(reference_date)))
+        & ~((F.col("pool_relation") == "P570") & before_birth)
+        & ~((F.col("pool_relation") == "P569") & after_death)
+    )
+    labelled = shifted.where(plausible).select(
         "claim_id", F.lit(None).cast("string").alias("candidate_id"),
         date_text(F.col("candidate_value"), F.col("object_precision")).alias("candidate_label"),
-        F.lit(None).cast("string").alias("candidate_description"),
-        F.row_number().over(Window.partitionBy("claim_id").orderBy("choice")).alias("rank1"),
-    ).withColumn("choice", F.col("rank1") - 1).drop("rank1")
+        F.lit(None).cast("string").alias("candidate_description"), F.col("attempt").alias("order"),
+        date_text(F.col("object_value"), F.col("object_precision")).alias("true_label"),
+    ).where(normalized(F.col("candidate_label")) != normalized(F.col("true_label"))).drop("true_label")
+    return _distinct_by_name(labelled, wanted)
 
 
 def _label_substitutes(candidates: DataFrame, seed: int, wanted: int = 4) -> DataFrame:
@@ -364,38 +525,45 @@ def _label_substitutes(candidates: DataFrame, seed: int, wanted: int = 4) -> Dat
     imported = candidates.where(F.col("source") == TWO_WIKI_SOURCE)
     pool = imported.select("pool_relation", F.col("object_label").alias("candidate_label")).distinct()
     options = imported.select("claim_id", "pool_relation", "object_label").join(pool, "pool_relation").where(
-        F.col("candidate_label") != F.col("object_label")
+        normalized(F.col("candidate_label")) != normalized(F.col("object_label"))
     )
-    ranked = Window.partitionBy("claim_id").orderBy(_hash(F.col("claim_id"), F.col("candidate_label"), seed))
-    return options.withColumn("choice", F.row_number().over(ranked) - 1).where(F.col("choice") < wanted).select(
+    return _distinct_by_name(options.select(
         "claim_id", F.lit(None).cast("string").alias("candidate_id"), "candidate_label",
-        F.lit(None).cast("string").alias("candidate_description"), "choice",
-    )
+        F.lit(None).cast("string").alias("candidate_description"),
+        _hash(F.col("claim_id"), F.col("candidate_label"), seed).alias("order"),
+    ), wanted)
+
+
+def claim_kinds(changes_over_time: Column) -> Column:
+    """The conflict kinds a claim gets: temporal only where the relation's object can change."""
+    return F.when(changes_over_time, F.array(*[F.lit(k) for k in CONFLICT_KINDS])) \
+        .otherwise(F.array(*[F.lit(k) for k in CONFLICT_KINDS if k != "temporal"]))
 
 
 def conflicts(
     candidates: DataFrame, facts: DataFrame, labels: DataFrame, templates: DataFrame,
-    seed: int, reference_date: str, attempts: int = 16,
+    seed: int, reference_date: str, attempts: int = 16, links: DataFrame | None = None,
 ) -> DataFrame:
-    """For each kept candidate claim, one conflicting claim per kind (factual, temporal,
-    semantic), each with an irrelevant same-type entity for multiple-choice options.
-    Claims without two distinct substitutes get none (the job counts them)."""
+    """For each kept candidate claim, one conflicting claim per kind (factual and semantic;
+    temporal too where the relation changes over time), each with an irrelevant same-type
+    entity for multiple-choice options. Claims without two distinct substitutes get none
+    (the job counts them)."""
     kept = candidates.where(F.col("candidate_reason") == KEPT)
     choices = (
-        substitutes(kept, facts, labels, seed, attempts)
-        .unionByName(_date_substitutes(kept, seed))
+        substitutes(kept, facts, labels, seed, attempts, links=links)
+        .unionByName(_date_substitutes(kept, facts, seed, reference_date))
         .unionByName(_label_substitutes(kept, seed))
     )
     count = Window.partitionBy("claim_id")
     choices = choices.withColumn("available", F.count("*").over(count))
-    kinds = F.array(*[F.lit(k) for k in CONFLICT_KINDS])
+    kinds = claim_kinds(F.col("changes_over_time"))
     per_kind = kept.select("claim_id", "relation", "subject_label", "subject_description",
-                           "statement_template").join(
+                           "statement_template", "changes_over_time").join(
         choices.where(F.col("available") >= 2).select("claim_id", "available").distinct(), "claim_id"
     ).select("*", F.posexplode(kinds).alias("kind_index", "kind"))
     chosen = per_kind.withColumn("choice", F.col("kind_index") % F.col("available")).join(
         choices.drop("available"), ["claim_id", "choice"]
-    )
+    ).drop("changes_over_time")
     irrelevant = chosen.select("claim_id", "kind", "choice").join(
         choices.select("claim_id", F.col("choice").alias("other"),
                        F.col("candidate_id").alias("irrelevant_id"),
@@ -430,12 +598,12 @@ def conflicts(
 
 
 def claims_with_conflicts(candidates: DataFrame, conflict_rows: DataFrame) -> DataFrame:
-    """Kept candidates that got every kind of conflict: the claims table."""
-    complete = conflict_rows.groupBy("claim_id").agg(F.countDistinct("kind").alias("kinds")).where(
-        F.col("kinds") == len(CONFLICT_KINDS)
-    )
-    return candidates.where(F.col("candidate_reason") == KEPT).join(
-        complete.select("claim_id"), "claim_id", "left_semi"
+    """Kept candidates that got every kind of conflict they should (``claim_kinds``): the
+    claims table."""
+    got = conflict_rows.groupBy("claim_id").agg(F.countDistinct("kind").alias("kinds"))
+    kept = candidates.where(F.col("candidate_reason") == KEPT)
+    return kept.join(got, "claim_id").where(
+        F.col("kinds") == F.size(claim_kinds(F.col("changes_over_time")))
     ).select(*CLAIM_COLUMNS)
 
 

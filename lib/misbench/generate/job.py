@@ -85,7 +85,7 @@ class Generator:
         for written in run_chunks(self.lake, queue, total, produce, stage.GENERATED_SCHEMA, target,
                                   "evidence_id", int(settings["commit_rows"]), int(settings["tasks"]),
                                   float(settings["gpus_per_task"] or 0), label=f"generate {name}",
-                                  engine=engine_name(self.llm), units_column="tokens_out",
+                                  engine=engine_name(self.llm), units_column="tokens_out", unit="tokens",
                                   progress_every_s=float(settings["progress_seconds"])):
             summary = written.agg(
                 F.count("*").alias("rows"),

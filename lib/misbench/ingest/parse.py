@@ -132,17 +132,26 @@ def snak_value(datavalue: dict) -> tuple:
     return value_type, None, orjson.dumps(value).decode(), None, None, None
 
 
+UNKNOWN_SNAKS = ("somevalue", "novalue")
+
+
 def _qualifier_time(qualifiers: dict, prop: str) -> str | None:
+    """The qualifier's time as canonical text; ``somevalue`` for an unknown time (an end time
+    that is unknown still says the statement ended)."""
     for snak in qualifiers.get(prop) or ():
         if snak.get("snaktype") == "value":
             datavalue = snak.get("datavalue") or {}
             if datavalue.get("type") == "time":
                 return time_text(datavalue["value"])[0]
+        elif snak.get("snaktype") == "somevalue":
+            return "somevalue"
     return None
 
 
 def statement_rows(claims) -> list[tuple]:
-    """One tuple (in TRIPLE_FIELDS order) per statement whose main snak has a value."""
+    """One tuple (in TRIPLE_FIELDS order) per statement. "Unknown value" and "no value" main
+    snaks become rows with value_type ``somevalue`` / ``novalue`` and no value: they make a
+    (subject, property) ambiguous for a single-answer question."""
     rows = []
     if not claims:
         return rows
@@ -151,19 +160,21 @@ def statement_rows(claims) -> list[tuple]:
             mainsnak = statement.get("mainsnak")
             if not isinstance(mainsnak, dict):
                 raise MalformedEntity(f"statement {statement.get('id')}: no main snak")
-            if mainsnak.get("snaktype") != "value":
-                continue  # somevalue / novalue: no object to state
-            datavalue = mainsnak.get("datavalue")
-            if not isinstance(datavalue, dict):
-                raise MalformedEntity(f"statement {statement.get('id')}: value snak without datavalue")
-            try:
-                value_type, object_id, value, value_lang, unit_id, precision = snak_value(datavalue)
-            except (KeyError, TypeError, ValueError, AttributeError) as exc:
-                if isinstance(exc, MalformedEntity):
-                    raise
-                raise MalformedEntity(
-                    f"statement {statement.get('id')}: bad {datavalue.get('type')} value ({exc!r})"
-                ) from None
+            snaktype = mainsnak.get("snaktype")
+            if snaktype in UNKNOWN_SNAKS:
+                value_type, object_id, value, value_lang, unit_id, precision = snaktype, None, None, None, None, None
+            else:
+                datavalue = mainsnak.get("datavalue")
+                if not isinstance(datavalue, dict):
+                    raise MalformedEntity(f"statement {statement.get('id')}: value snak without datavalue")
+                try:
+                    value_type, object_id, value, value_lang, unit_id, precision = snak_value(datavalue)
+                except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                    if isinstance(exc, MalformedEntity):
+                        raise
+                    raise MalformedEntity(
+                        f"statement {statement.get('id')}: bad {datavalue.get('type')} value ({exc!r})"
+                    ) from None
             qualifiers = statement.get("qualifiers") or {}
             rows.append(
                 (

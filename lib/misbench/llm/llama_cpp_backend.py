@@ -6,6 +6,7 @@ import contextlib
 import importlib.util
 import math
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Sequence
@@ -73,25 +74,29 @@ def use_extra_buffer_types(setting, system_info: str) -> bool:
     return "AMX_INT8 = 1" not in system_info
 
 
+_LOADING = threading.Lock()
+
+
 @contextlib.contextmanager
 def _model_params(use_extra_bufts: bool):
     """``Llama()`` builds its model parameters from llama.cpp's defaults and offers no keyword
-    for ``use_extra_bufts``; hand it defaults with ours set while the model loads. Engines load
-    one at a time per process (``workers.worker_cached`` holds a lock), so the swap is safe."""
+    for ``use_extra_bufts``; hand it defaults with ours set while the model loads (one load at
+    a time in a process, so no other load sees the swap)."""
     import llama_cpp.llama_cpp as bindings
 
-    default = bindings.llama_model_default_params
+    with _LOADING:
+        default = bindings.llama_model_default_params
 
-    def with_ours():
-        params = default()
-        params.use_extra_bufts = use_extra_bufts
-        return params
+        def with_ours():
+            params = default()
+            params.use_extra_bufts = use_extra_bufts
+            return params
 
-    bindings.llama_model_default_params = with_ours
-    try:
-        yield
-    finally:
-        bindings.llama_model_default_params = default
+        bindings.llama_model_default_params = with_ours
+        try:
+            yield
+        finally:
+            bindings.llama_model_default_params = default
 
 
 class LlamaCppBackend(LLMBackend):
