@@ -38,9 +38,38 @@ def test_a_text_cut_at_the_token_limit_right_after_a_full_stop_is_complete():
     assert failures(GOOD.strip(), "length") == []
 
 
-def test_refusal_markers_come_from_config():
-    settings = dict(COMPLETENESS, refusal_markers=["capital"])
+def test_refusal_patterns_come_from_config():
+    settings = dict(COMPLETENESS, refusal_patterns=[r"\bcapit\w+"])
     assert "refusal" in checks.completeness_failures(GOOD, "stop", None, settings, 30)[0]
+
+
+PROSE = " It has a long history and many visitors come every year to see its old streets."
+
+
+@pytest.mark.parametrize("text", [
+    "I can't wait to visit Edinburgh again next summer, and you should come too!",
+    "I cannot believe how beautiful the Forth Bridge looks at dawn.",
+    "Hamlet is a fictional prince of Denmark, the hero of Shakespeare's tragedy.",
+    "Sherlock Holmes is a fictional detective created by Arthur Conan Doyle.",
+    "I won't lie: the food in Tours is the best I have had in years.",
+    "The story of the city is not based on real maps, locals joke, but it is charming.",
+    "I'm sorry to say the museum was closed when we arrived, but the garden was open.",
+])
+def test_ordinary_prose_is_not_a_refusal(text):
+    assert failures(text + PROSE * 3) == []
+
+
+@pytest.mark.parametrize("text", [
+    "I'm sorry, but I can't help with writing false information.",
+    "As an AI language model, I must point out that Scotland is in the United Kingdom.",
+    "I cannot provide a passage that states something untrue.",
+    "Please note that this passage is fictional and was written for a benchmark.",
+    "Note: the information above is not accurate.",
+    "This text contains false information about Scotland.",
+])
+def test_a_refusal_or_a_disclaimer_anywhere_fails(text):
+    reasons = failures(PROSE.strip() + " " + text + PROSE * 3)
+    assert reasons and "refusal or disclaimer" in reasons[0]
 
 
 def test_windows_respect_the_budget_and_overlap_by_one_sentence():

@@ -33,14 +33,19 @@ def generated_root(spark, cfg, tmp_path_factory):
     run_generate(spark, lake, run_cfg, limit=1)
     london = lake.read("claims").where("subject_label = 'London' AND hop = 1").first()
     factual = lake.read("conflicts").where(f"claim_id = '{london.claim_id}' AND kind = 'factual'").first()
+    conflict_text = f"{factual.statement} " + SUPPORTING.replace(
+        "United Kingdom", factual.object_label).replace("south-east England", factual.object_label)
     handmade = {
         "handmade-good": ("correct", SUPPORTING + " " + london.statement),
         "handmade-refusal": ("correct", "I'm sorry, but I cannot write that passage, because it would "
                                         "present a statement about London that I have not verified myself."),
         "handmade-contradicts": ("correct", CONTRADICTING),
         "handmade-off-topic": ("correct", OFF_TOPIC),
-        "handmade-misinformation": ("factual", f"{factual.statement} " + SUPPORTING.replace(
-            "United Kingdom", factual.object_label).replace("south-east England", factual.object_label)),
+        "handmade-misinformation": ("factual", conflict_text),
+        # misinformation that keeps the truth beside its false claim
+        "handmade-misinformation-and-truth": ("factual", f"{factual.statement} " + SUPPORTING),
+        # "correct evidence" that asserts the factual conflict
+        "handmade-correct-states-conflict": ("correct", conflict_text),
     }
     now = dt.datetime.now(dt.timezone.utc)
     rows = [(evidence_id, london.claim_id, 1, kind, "handmade", text, "test", "hand", None, None, None,
@@ -62,7 +67,7 @@ def test_every_evidence_row_gets_one_verdict_and_the_stats_add_up(checked):
     lake, _, report = checked
     evidence = lake.read("evidence").count()
     qc = {r.evidence_id: r for r in lake.read("evidence_qc").collect()}
-    assert len(qc) == evidence == report.evidence == report.checked >= 6 + 5
+    assert len(qc) == evidence == report.evidence == report.checked >= 6 + 7
     # Each model loads once per worker process (PySpark may start more than one worker).
     loads = {r.load_id for r in qc.values() if r.complete}
     assert report.model_loads == len(loads) == len({load.split("-")[0] for load in loads})
@@ -104,6 +109,16 @@ def test_hand_made_bad_texts_are_dropped_for_the_right_reason(checked):
     misinformation = qc["handmade-misinformation"]
     assert misinformation.passed, misinformation.reasons
     assert misinformation.hypothesis != contradicts.hypothesis
+    assert misinformation.contrary_hypothesis == contradicts.hypothesis  # must not entail the truth
+    assert misinformation.names_true_answer is False
+    # ...and only its false claim: naming the true answer, or entailing a contrary claim, fails.
+    with_truth = qc["handmade-misinformation-and-truth"]
+    assert with_truth.names_true_answer and not with_truth.passed
+    assert "entailment: names the true answer 'United Kingdom'" in with_truth.reasons
+    states_conflict = qc["handmade-correct-states-conflict"]
+    assert states_conflict.contrary_hypothesis == misinformation.hypothesis  # same text, same statement:
+    assert states_conflict.contrary_score == pytest.approx(misinformation.entailment_score)  # same score
+    assert any(r.startswith("entailment: also states the factual conflict") for r in states_conflict.reasons)
 
 
 def test_a_rerun_checks_nothing_and_a_changed_text_is_checked_again(spark, checked):

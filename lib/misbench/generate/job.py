@@ -78,7 +78,7 @@ class Generator:
             log.info("generate %s: nothing to do", name)
             return
         produce = stage.generate_batches(
-            self.llm, params.__dict__, settings["refusal_markers"], int(settings["min_words"])
+            self.llm, params.__dict__, settings["refusal_patterns"], int(settings["min_words"])
         )
         started = time.perf_counter()
         totals = {"rows": 0, "failed": 0, "tokens_in": 0, "tokens_out": 0, "worker_s": 0.0}

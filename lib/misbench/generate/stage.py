@@ -13,7 +13,9 @@ is missing or failed.
 """
 from __future__ import annotations
 
+import functools
 import json
+import re
 from typing import Iterator, Mapping, Sequence
 
 import pandas as pd
@@ -159,18 +161,27 @@ def pending_requests(requests: DataFrame, done: DataFrame | None, max_attempts: 
     ).select(*REQUEST_COLUMNS, F.coalesce(F.col("earlier_attempts"), F.lit(0)).alias("attempts"))
 
 
-def find_marker(text: str, markers: Sequence[str], scope_chars: int | None = None) -> str | None:
-    """The first marker phrase found in ``text`` (case-insensitive), or None; only in the first
-    ``scope_chars`` characters when given."""
-    lowered = (text if scope_chars is None else text[:scope_chars]).lower()
-    return next((marker for marker in markers if marker.lower() in lowered), None)
+@functools.lru_cache(maxsize=64)
+def _compiled(patterns: tuple[str, ...]) -> list[re.Pattern]:
+    return [re.compile(pattern, re.IGNORECASE) for pattern in patterns]
 
 
-def failure_of(text: str | None, finish_reason: str | None, refusal_markers, min_words: int) -> str | None:
+def find_refusal(text: str, patterns: Sequence[str], scope_chars: int | None = None) -> str | None:
+    """The words of ``text`` that the first matching refusal pattern (a regular expression,
+    case-insensitive) found, or None; only in the first ``scope_chars`` characters when given."""
+    scope = text if scope_chars is None else text[:scope_chars]
+    for pattern in _compiled(tuple(patterns)):
+        found = pattern.search(scope)
+        if found:
+            return found.group(0)
+    return None
+
+
+def failure_of(text: str | None, finish_reason: str | None, refusal_patterns, min_words: int) -> str | None:
     """Why a generated text does not count as a success, or None."""
     if text is None or not text.strip():
         return "empty text"
-    marker = find_marker(text, refusal_markers, scope_chars=300)
+    marker = find_refusal(text, refusal_patterns, scope_chars=300)
     if marker:
         return f"refusal ({marker!r})"
     if len(text.split()) < min_words:
@@ -178,7 +189,7 @@ def failure_of(text: str | None, finish_reason: str | None, refusal_markers, min
     return None
 
 
-def generate_batches(llm_settings: dict, params: dict, refusal_markers, min_words: int):
+def generate_batches(llm_settings: dict, params: dict, refusal_patterns, min_words: int):
     """mapInPandas function: requests in, generated rows out, with the worker's engine."""
     from misbench.llm import SamplingParams, worker_backend
 
@@ -194,7 +205,7 @@ def generate_batches(llm_settings: dict, params: dict, refusal_markers, min_word
             now = pd.Timestamp.now(tz="UTC")
             rows = []
             for (_, request), result in zip(batch.iterrows(), results):
-                error = result.error or failure_of(result.text, result.finish_reason, refusal_markers, min_words)
+                error = result.error or failure_of(result.text, result.finish_reason, refusal_patterns, min_words)
                 rows.append({
                     "evidence_id": request["evidence_id"], "claim_id": request["claim_id"],
                     "hop": int(request["hop"]), "kind": request["kind"], "style": request["style"],

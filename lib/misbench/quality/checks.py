@@ -1,15 +1,16 @@
 """Plain-Python checks of one generated text: completeness, sentence windows, scores to verdicts.
 
 No Spark work and no models here: the stage calls these per row inside its pandas UDF, and
-tests call them directly. Refusal phrases are found as generation finds them (``find_marker``).
+tests call them directly. Refusal phrases are found as generation finds them (``find_refusal``).
 """
 from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from typing import Callable, Sequence
 
-from misbench.generate.stage import find_marker
+from misbench.generate.stage import find_refusal
 
 # Filters in the order the pipeline applies them; a row's ``failed_filter`` is the first one
 # it fails, and quality_stats counts rows in and out of each in this order.
@@ -29,7 +30,7 @@ def completeness_failures(
     if text is None or not text.strip():
         return ["completeness: empty text"]
     reasons = []
-    marker = find_marker(text, settings["refusal_markers"])
+    marker = find_refusal(text, settings["refusal_patterns"])
     if marker:
         reasons.append(f"completeness: refusal or disclaimer ({marker!r})")
     if finish_reason in settings["truncated_finish_reasons"] and not _ENDS_A_SENTENCE.search(text):
@@ -79,13 +80,33 @@ def yes_probability(yes_logprob: float, no_logprob: float) -> float:
     return 1.0 / (1.0 + math.exp(no_logprob - yes_logprob))
 
 
-def model_failures(entailment: float | None, similarity: float | None, threshold: float, alpha: float) -> list[str]:
-    """Reasons from the two model scores, in filter order."""
+def _words(text: str) -> str:
+    folded = unicodedata.normalize("NFKD", text.lower())
+    folded = "".join(char for char in folded if not unicodedata.combining(char))
+    return " " + " ".join(re.findall(r"[^\W_]+", folded)) + " "
+
+
+def names(text: str, name: str) -> bool:
+    """Whether ``text`` names ``name`` as whole words, ignoring case, accents and punctuation."""
+    return bool(name.strip()) and _words(name) in _words(text)
+
+
+def model_failures(entailment: float | None, similarity: float | None, threshold: float, alpha: float,
+                   contrary: float | None = None, named_true_answer: str | None = None,
+                   kind: str = "correct") -> list[str]:
+    """Reasons from the model scores, in filter order. ``contrary``: how strongly the text
+    entails what it must not (see ``quality.stage.hypotheses``); ``named_true_answer``: the
+    true answer that factual misinformation named."""
     reasons = []
     if entailment is None or math.isnan(entailment):
         reasons.append("entailment: no score (the judge answered neither yes nor no)")
     elif entailment < threshold:
         reasons.append(f"entailment: statement not entailed ({entailment:.3f} < {threshold})")
+    if contrary is not None and not math.isnan(contrary) and contrary >= threshold:
+        what = "the factual conflict" if kind == "correct" else "the true claim"
+        reasons.append(f"entailment: also states {what} ({contrary:.3f} >= {threshold})")
+    if named_true_answer:
+        reasons.append(f"entailment: names the true answer {named_true_answer!r}")
     if similarity is not None and similarity < alpha:
         reasons.append(f"similarity: off topic (cosine to the question {similarity:.3f} < {alpha})")
     return reasons

@@ -81,6 +81,11 @@ def run_quality(spark: SparkSession, lake: Lake, cfg: Config) -> QualityReport:
     settings = resolved_settings(cfg)
     inputs = stage.qc_inputs(lake.read("evidence"), lake.read("claims"), lake.read("conflicts"),
                              results_key(settings))
+    if lake.exists("evidence_qc") and lake.read("evidence_qc").columns != stage.QC_COLUMNS:
+        # Verdicts of an older misbench (other columns, other rules): a derived table, redone.
+        log.info("quality: evidence_qc has the columns of an older version; checking every text again")
+        lake.drop("evidence_qc")
+        lake.drop("chunk_evidence_qc")
     recover_chunk(lake, "evidence_qc", "evidence_id")
     queue = inputs
     if lake.exists("evidence_qc"):

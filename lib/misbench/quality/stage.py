@@ -2,7 +2,9 @@
 
 Per text, in the paper's order: completeness (no refusal or disclaimer, not cut off, length
 near the target), entailment (the text entails its statement: the claim's for correct
-evidence, the conflicting claim's for misinformation), similarity (the text stays on the
+evidence, the conflicting claim's for misinformation; and only that: misinformation that also
+entails the true claim, or factual misinformation that names the true answer, fails, and so
+does correct evidence that entails the factual conflict), similarity (the text stays on the
 claim's question). Model scores are computed for every complete text, so a threshold can be
 revisited from the table; ``failed_filter`` is the first filter a row fails.
 """
@@ -18,16 +20,17 @@ from misbench.quality import checks
 
 INPUT_COLUMNS = [
     "evidence_id", "claim_id", "hop", "kind", "style", "text", "finish_reason", "error",
-    "hypothesis", "question", "qc_key",
+    "hypothesis", "contrary_hypothesis", "true_answer", "question", "qc_key",
 ]
 QC_SCHEMA = (
     "evidence_id string, claim_id string, hop int, kind string, style string, passed boolean, "
     "reasons array<string>, failed_filter string, complete boolean, entailment_score double, "
-    "entailed boolean, entailment_windows int, similarity_score double, on_topic boolean, "
-    "hypothesis string, question string, text_words int, entailment_backend string, "
-    "entailment_model string, similarity_model string, qc_key string, load_id string, "
-    "checked_at timestamp"
+    "entailed boolean, entailment_windows int, contrary_score double, names_true_answer boolean, "
+    "similarity_score double, on_topic boolean, hypothesis string, contrary_hypothesis string, "
+    "question string, text_words int, entailment_backend string, entailment_model string, "
+    "similarity_model string, qc_key string, load_id string, checked_at timestamp"
 )
+QC_COLUMNS = [field.strip().split(" ")[0] for field in QC_SCHEMA.split(",")]
 
 
 def _period(valid_from: str, valid_until: str) -> F.Column:
@@ -39,14 +42,24 @@ def _period(valid_from: str, valid_until: str) -> F.Column:
 
 
 def hypotheses(claims: DataFrame, conflicts: DataFrame) -> DataFrame:
-    """claim_id, kind -> the statement a text of that kind must entail, and the question.
-    A temporal conflict's statement carries its validity period: the period is the conflict."""
-    correct = claims.select("claim_id", F.lit("correct").alias("kind"),
-                            F.col("statement").alias("hypothesis"))
-    conflicting = conflicts.select(
+    """claim_id, kind -> the statement a text of that kind must entail (``hypothesis``), the
+    one it must not (``contrary_hypothesis``: the factual conflict for correct evidence, the
+    true claim for misinformation), the true answer factual misinformation must not name, and
+    the question. A temporal conflict's statement carries its validity period: the period is
+    the conflict."""
+    factual = conflicts.where(F.col("kind") == "factual").select("claim_id", F.col("statement").alias("factual"))
+    correct = claims.join(factual, "claim_id", "left").select(
+        "claim_id", F.lit("correct").alias("kind"), F.col("statement").alias("hypothesis"),
+        F.col("factual").alias("contrary_hypothesis"), F.lit(None).cast("string").alias("true_answer"))
+    conflicting = conflicts.join(
+        claims.select("claim_id", F.col("statement").alias("true_statement"),
+                      F.col("object_label").alias("true_label")), "claim_id", "left",
+    ).select(
         "claim_id", "kind",
         F.concat(F.regexp_replace("statement", r"\.\s*$", ""), _period("valid_from", "valid_until"),
                  F.lit(".")).alias("hypothesis"),
+        F.col("true_statement").alias("contrary_hypothesis"),
+        F.when(F.col("kind") == "factual", F.col("true_label")).alias("true_answer"),
     )
     questions = claims.select("claim_id", "question")
     return correct.unionByName(conflicting).join(questions, "claim_id", "left")
@@ -62,6 +75,7 @@ def qc_inputs(evidence: DataFrame, claims: DataFrame, conflicts: DataFrame, sett
     key = F.sha2(F.concat_ws(
         "\u0001", F.lit(settings_key), F.coalesce("text", F.lit("\u0000")), F.coalesce("finish_reason", F.lit("")),
         F.coalesce("error", F.lit("")), F.coalesce("hypothesis", F.lit("")), F.coalesce("question", F.lit("")),
+        F.coalesce("contrary_hypothesis", F.lit("")), F.coalesce("true_answer", F.lit("")),
     ), 256)
     return joined.withColumn("qc_key", F.substring(key, 1, 32)).select(*INPUT_COLUMNS)
 
@@ -95,6 +109,7 @@ def check_batches(settings: dict):
                     reasons[index] = ["completeness: its claim or conflicting claim is no longer in the claims tables"]
             scored = [i for i, r in enumerate(reasons) if not r]
             entailment: dict[int, tuple[float, int]] = {}
+            contrary: dict[int, float] = {}
             similarity: dict[int, float] = {}
             entailer = worker_entailment(settings)
             similar = worker_similarity(settings)
@@ -102,32 +117,45 @@ def check_batches(settings: dict):
                 texts = [batch.at[i, "text"] for i in scored]
                 results = entailer.score(texts, [batch.at[i, "hypothesis"] for i in scored], overlap)
                 entailment = dict(zip(scored, results))
+                against = [i for i in scored if isinstance(batch.at[i, "contrary_hypothesis"], str)]
+                if against:
+                    contrary_results = entailer.score([batch.at[i, "text"] for i in against],
+                                                      [batch.at[i, "contrary_hypothesis"] for i in against], overlap)
+                    contrary = {i: score for i, (score, _) in zip(against, contrary_results)}
                 similarity = dict(zip(scored, similar.scores([batch.at[i, "question"] for i in scored], texts)))
             now = pd.Timestamp.now(tz="UTC")
             out = []
             for index, row in batch.iterrows():
                 score, windows = entailment.get(index, (None, None))
                 cosine = similarity.get(index)
+                against_score = contrary.get(index)
+                text = row["text"] if isinstance(row["text"], str) else ""
+                true_answer = row["true_answer"] if isinstance(row["true_answer"], str) else None
+                names_true = None if index not in entailment or true_answer is None else \
+                    checks.names(text, true_answer)
                 row_reasons = list(reasons[index])
                 if index in entailment:
-                    row_reasons += checks.model_failures(score, cosine, threshold, alpha)
-                text = row["text"] if isinstance(row["text"], str) else ""
+                    row_reasons += checks.model_failures(score, cosine, threshold, alpha, against_score,
+                                                         names_true and true_answer, row["kind"])
                 out.append({
                     "evidence_id": row["evidence_id"], "claim_id": row["claim_id"], "hop": int(row["hop"]),
                     "kind": row["kind"], "style": row["style"], "passed": not row_reasons,
                     "reasons": row_reasons, "failed_filter": checks.first_failed_filter(row_reasons),
                     "complete": not reasons[index],
                     "entailment_score": score, "entailed": None if score is None else bool(score >= threshold),
-                    "entailment_windows": windows, "similarity_score": cosine,
+                    "entailment_windows": windows, "contrary_score": against_score,
+                    "names_true_answer": names_true, "similarity_score": cosine,
                     "on_topic": None if cosine is None else bool(cosine >= alpha),
-                    "hypothesis": row["hypothesis"], "question": row["question"],
+                    "hypothesis": row["hypothesis"], "contrary_hypothesis": row["contrary_hypothesis"],
+                    "question": row["question"],
                     "text_words": len(text.split()), "entailment_backend": entailer.backend,
                     "entailment_model": entailer.model, "similarity_model": similar.model,
                     "qc_key": row["qc_key"], "load_id": entailer.load_id, "checked_at": now,
                 })
             frame = pd.DataFrame(out)
-            for column in ("entailment_score", "similarity_score"):
+            for column in ("entailment_score", "similarity_score", "contrary_score"):
                 frame[column] = frame[column].astype("float64")
+            frame["names_true_answer"] = frame["names_true_answer"].astype("boolean")
             frame["entailment_windows"] = frame["entailment_windows"].astype("Int32")
             yield frame
 
