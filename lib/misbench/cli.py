@@ -137,8 +137,9 @@ def _cmd_generate(args) -> int:
     report = run_generate(spark, lake, cfg, limit=args.limit)
     print(
         f"generate: {report.claims} claims, {report.generated} texts generated this run "
-        f"({report.failed} failed, retried on the next run), {report.evidence_ok} evidence "
-        f"texts ready, model loaded {report.model_loads} time(s)"
+        f"({report.failed} failed); {report.slots_passed} of {report.slots} slots (claim, kind, style) "
+        f"hold a text that passed quality control ({report.slots_passed_first_attempt} at the first "
+        f"attempt); model loaded {report.model_loads} time(s). See evidence_slots and evidence_qc."
     )
     return EXIT_OK
 

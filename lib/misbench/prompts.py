@@ -2,7 +2,10 @@
 
 A prompt is the user message ``prompts/<name>.txt``; its system message is
 ``prompts/<name>.system.txt`` where one exists, else ``prompts/system.txt`` (the writers').
-Fields are ``{name}``; rendering fails, naming the prompt, if a field is missing.
+``prompts/<name>.reply.txt``, where one exists, is how the model's reply begins: the model
+continues from it (the LLM backends take a final assistant message as a reply begun), which
+holds a small model to the sentence it must write. Fields are ``{name}``; rendering fails,
+naming the prompt, if a field is missing.
 """
 from __future__ import annotations
 
@@ -20,23 +23,29 @@ class Prompt:
     name: str
     system: str
     user: str
+    reply: str | None = None  # the start of the model's reply, continued by the model
 
     @property
     def fields(self) -> set[str]:
-        return {field for _, field, _, _ in string.Formatter().parse(self.user) if field}
+        templates = [self.user] + ([self.reply] if self.reply else [])
+        return {field for template in templates for _, field, _, _ in string.Formatter().parse(template) if field}
 
     @property
     def sha(self) -> str:
-        return hashlib.sha256(f"{self.system}\n---\n{self.user}".encode()).hexdigest()[:16]
+        reply = f"\n---\n{self.reply}" if self.reply else ""
+        return hashlib.sha256(f"{self.system}\n---\n{self.user}{reply}".encode()).hexdigest()[:16]
 
     def messages(self, values: dict) -> list[dict]:
         missing = self.fields - set(values)
         if missing:
             raise ConfigError(f"prompt '{self.name}' needs {sorted(missing)}")
-        return [
+        messages = [
             {"role": "system", "content": self.system},
             {"role": "user", "content": self.user.format_map(values)},
         ]
+        if self.reply:
+            messages.append({"role": "assistant", "content": self.reply.format_map(values)})
+        return messages
 
 
 def prompts_dir() -> Path:
@@ -52,4 +61,6 @@ def load_prompt(name: str) -> Prompt:
     own_system = folder / f"{name}.system.txt"
     system_path = own_system if own_system.is_file() else folder / "system.txt"
     system = system_path.read_text(encoding="utf-8").strip()
-    return Prompt(name, system, path.read_text(encoding="utf-8").strip())
+    reply_path = folder / f"{name}.reply.txt"
+    reply = reply_path.read_text(encoding="utf-8").strip() if reply_path.is_file() else None
+    return Prompt(name, system, path.read_text(encoding="utf-8").strip(), reply or None)

@@ -7,7 +7,9 @@ from misbench.config import ConfigError
 from misbench.generate import stage
 from misbench.prompts import load_prompt
 
-MARKERS = ["I'm sorry", "As an AI"]
+from misbench.config import load_config
+
+MARKERS = load_config("local").get("generate.refusal_patterns")
 
 
 @pytest.mark.parametrize(
@@ -28,29 +30,33 @@ def test_failures_are_recognised(text, reason):
 
 def test_prompts_render_and_name_missing_fields():
     prompt = load_prompt("misinformation_temporal")
-    messages = prompt.messages({"words": 50, "subject": "Scotland", "subject_description": "a country",
-                                "statement": "Scotland lies in France.", "valid_from": "2030-01-01",
-                                "valid_until": "2040-01-01"})
-    assert messages[0]["role"] == "system" and "2030-01-01" in messages[1]["content"]
-    with pytest.raises(ConfigError, match="misinformation_temporal.*valid_until"):
-        prompt.messages({"words": 50, "subject": "S", "subject_description": "d", "statement": "s",
-                         "valid_from": "x"})
+    values = {"words": 50, "subject": "Scotland", "subject_description": "a country", "question": "q?",
+              "statement": "Scotland lies in France.", "period": "from 1 January 2030 until 1 January 2040",
+              "answer_note": "", "bridge_note": "", "opening": "Scotland lies in France from 2030 until 2040."}
+    messages = prompt.messages(values)
+    assert messages[0]["role"] == "system" and "1 January 2030" in messages[1]["content"]
+    # the reply is begun with the sentence to state; the model continues it
+    assert messages[-1] == {"role": "assistant", "content": "Scotland lies in France from 2030 until 2040."}
+    with pytest.raises(ConfigError, match="misinformation_temporal.*period"):
+        prompt.messages({k: v for k, v in values.items() if k != "period"})
     with pytest.raises(ConfigError, match="no prompt file"):
         load_prompt("nope")
 
 
 def claim_frames(spark):
     claims = spark.createDataFrame(
-        [("c1", 1, "Scotland", None, "Scotland lies in the country of United Kingdom.")],
-        "claim_id string, hop int, subject_label string, subject_description string, statement string")
+        [("c1", 1, "Scotland", None, "Scotland lies in the country of United Kingdom.",
+          "In which country does Scotland lie?", None, "United Kingdom", "country in north-west Europe")],
+        "claim_id string, hop int, subject_label string, subject_description string, statement string, "
+        "question string, bridge_label string, object_label string, object_description string")
     conflicts = spark.createDataFrame(
-        [("c1", kind, f"Scotland lies in the country of {obj}.", "a country", frm, until)
+        [("c1", kind, f"Scotland lies in the country of {obj}.", "a country", frm, until, obj, f"the {obj} state")
          for kind, obj, frm, until in [("factual", "Algeria", None, None),
                                        ("temporal", "France", "2030-01-01", "2041-01-01"),
                                        ("semantic", "Estonia", None, None)]],
         "claim_id string, kind string, statement string, subject_description string, "
-        "valid_from string, valid_until string").selectExpr(
-        "claim_id", "kind", "statement", "subject_description",
+        "valid_from string, valid_until string, object_label string, object_description string").selectExpr(
+        "claim_id", "kind", "statement", "subject_description", "object_label", "object_description",
         "cast(valid_from as date) valid_from", "cast(valid_until as date) valid_until")
     descriptions = spark.createDataFrame([("c1", "a Baltic region")], "claim_id string, text string")
     return claims, conflicts, descriptions
@@ -64,8 +70,18 @@ def test_entry_requests_cover_every_kind_with_stable_keys(spark):
     requests = stage.entry_requests(claims, conflicts, descriptions, PROMPTS, 100, "m1", "p1")
     rows = {r.kind: r for r in requests.collect()}
     assert set(rows) == {"correct", "factual", "temporal", "semantic"}
-    assert "United Kingdom" in json.loads(rows["correct"].messages)[1]["content"]
-    assert "2041-01-01" in json.loads(rows["temporal"].messages)[1]["content"]
+    correct = json.loads(rows["correct"].messages)
+    assert "United Kingdom" in correct[1]["content"]
+    assert 'described as "country in north-west Europe"' in correct[1]["content"]  # the answer's meaning
+    assert correct[-1] == {"role": "assistant", "content": "Scotland lies in the country of United Kingdom."}
+    temporal = json.loads(rows["temporal"].messages)
+    assert "from 1 January 2030 until 1 January 2041" in temporal[1]["content"]
+    assert temporal[-1]["content"] == ("Scotland lies in the country of France "
+                                       "from 1 January 2030 until 1 January 2041.")
+    factual = json.loads(rows["factual"].messages)
+    assert factual[-1]["content"] == "Scotland lies in the country of Algeria."
+    assert 'described as "the Algeria state"' in factual[1]["content"]
+    assert "In which country does Scotland lie?" in factual[1]["content"]  # no other answer to it
     assert "a Baltic region" in json.loads(rows["semantic"].messages)[1]["content"]
     again = {r.kind: r.evidence_id for r in stage.entry_requests(claims, conflicts, descriptions, PROMPTS, 100, "m1", "p1").collect()}
     assert again == {k: r.evidence_id for k, r in rows.items()}
@@ -84,3 +100,39 @@ def test_pending_requests_skip_done_and_exhausted_rows(spark):
         "evidence_id string, error string, attempts int")
     pending = {r.evidence_id: r.attempts for r in stage.pending_requests(requests, done, 3).collect()}
     assert pending == {"e1": 1, "e3": 0}
+
+
+def test_description_checks_score_word_overlap(spark):
+    claims, conflicts, _ = claim_frames(spark)
+    conflicts = conflicts.withColumn("subject_description", conflicts.subject_description)
+    rows = spark.createDataFrame([
+        ("d1", "c1", "a country", None), ("d2", "c1", "A country!", None),
+        ("d3", "c1", "a Baltic region governed from Tallinn", None), ("d4", "c1", None, "refusal"),
+    ], "evidence_id string, claim_id string, text string, error string").withColumn(
+        "generated_at", __import__("pyspark.sql.functions", fromlist=["x"]).current_timestamp())
+    checks = {r.evidence_id: r for r in stage.description_checks(rows, conflicts, 0.6).collect()}
+    assert set(checks) == {"d1", "d2", "d3"}  # failed generations are not descriptions
+    assert checks["d1"].word_overlap == 1.0 and not checks["d1"].changed
+    assert checks["d2"].word_overlap == 1.0 and not checks["d2"].changed  # case and punctuation
+    assert checks["d3"].word_overlap == pytest.approx(1 / 7) and checks["d3"].changed
+
+
+def test_evidence_slots_count_attempts_and_the_first_pass(spark):
+    import datetime as dt
+
+    claims, conflicts, _ = claim_frames(spark)
+    t0 = dt.datetime(2026, 1, 1)
+    evidence = spark.createDataFrame([
+        ("a1", "c1", "correct", "wikipedia", "m", "h", t0), ("a2", "c1", "correct", "wikipedia", "m", "h",
+                                                              t0 + dt.timedelta(minutes=1)),
+        ("b1", "c1", "factual", "wikipedia", "m", "h", t0), ("x1", "c1", "factual", "news", "other", "h", t0),
+    ], "evidence_id string, claim_id string, kind string, style string, model string, prompt_hash string, "
+       "generated_at timestamp")
+    verdicts = spark.createDataFrame([("a1", False), ("a2", True), ("b1", True), ("x1", True)],
+                                     "evidence_id string, passed boolean")
+    slots = {(r.kind, r.style): r for r in stage.evidence_slots(claims, conflicts, evidence, verdicts, "m", ["h"]).collect()}
+    assert len(slots) == 4 * 6  # correct and three conflict kinds, six styles each
+    assert (slots["correct", "wikipedia"].attempts, slots["correct", "wikipedia"].passed,
+            slots["correct", "wikipedia"].first_attempt_passed, slots["correct", "wikipedia"].evidence_id) == (2, True, False, "a2")
+    assert slots["factual", "wikipedia"].first_attempt_passed and slots["factual", "wikipedia"].evidence_id == "b1"
+    assert slots["factual", "news"].attempts == 0 and not slots["factual", "news"].passed  # another model's text

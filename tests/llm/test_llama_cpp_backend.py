@@ -69,3 +69,12 @@ def test_extra_buffer_types_setting_reaches_the_engine(setting):
     result = engine.generate([[{"role": "user", "content": "Say hello."}]],
                              SamplingParams(temperature=0.0, max_tokens=4))[0]
     assert result.error is None and result.tokens_out > 0
+
+
+def test_a_begun_reply_is_continued_from_its_start(backend):
+    start = "Scotland lies in the country of Algeria."
+    prompt = [{"role": "user", "content": "Write a long passage about Scotland."},
+              {"role": "assistant", "content": start}]
+    result = backend.generate([prompt], SamplingParams(temperature=0.0, max_tokens=24))[0]
+    assert result.error is None and result.text.startswith(start) and len(result.text) > len(start)
+    assert result.tokens_out > 0 and "<|im_start|>" not in result.text and "assistant" not in result.text[:len(start) + 12]

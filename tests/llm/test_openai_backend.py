@@ -104,3 +104,17 @@ def test_option_scores_come_from_top_logprobs(settings):
         assert scores[:2] == [-0.2, -1.9] and scores[2] == float("-inf")
     finally:
         endpoint.close()
+
+
+def test_a_begun_reply_is_asked_for_in_words_and_kept(settings):
+    endpoint = Endpoint()
+    try:
+        backend = load_backend(settings(endpoint.url))
+        prompt = [{"role": "user", "content": "Write about Scotland."},
+                  {"role": "assistant", "content": "Scotland lies in Algeria."}]
+        result = backend.generate([prompt], SamplingParams(max_tokens=5))[0]
+        # the endpoint saw no assistant turn, only the instruction; the reply starts as begun
+        assert result.text.startswith("Scotland lies in Algeria. echo: Write about Scotland.")
+        assert "Begin your reply with exactly these words: Scotland lies in Algeria." in result.text
+    finally:
+        endpoint.close()

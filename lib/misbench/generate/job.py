@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import math
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from misbench.chunked import recover_chunk, run_chunks
@@ -37,7 +38,9 @@ class GenerateReport:
     claims: int
     generated: int
     failed: int
-    evidence_ok: int
+    slots: int  # (claim, kind, style) slots of the claims
+    slots_passed: int  # holding a text that passed quality control
+    slots_passed_first_attempt: int  # ... at the first attempt (before regeneration)
     model_loads: int
 
 
@@ -66,7 +69,8 @@ class Generator:
         self.generated = 0
         self.failed = 0
 
-    def run(self, name: str, requests: DataFrame, target: str, params: SamplingParams) -> None:
+    def run(self, name: str, requests: DataFrame, target: str, params: SamplingParams) -> int:
+        """Generate what ``requests`` still lacks into ``target``; returns the rows to do."""
         settings = self.settings
         recover_chunk(self.lake, target, "evidence_id")
         done = self.lake.read(target).select("evidence_id", "error", "attempts") if self.lake.exists(target) else None
@@ -76,7 +80,7 @@ class Generator:
         total = queue.count()
         if total == 0:
             log.info("generate %s: nothing to do", name)
-            return
+            return 0
         produce = stage.generate_batches(
             self.llm, params.__dict__, settings["refusal_patterns"], int(settings["min_words"])
         )
@@ -104,11 +108,41 @@ class Generator:
             dt.datetime.now(dt.timezone.utc),
         )], RUNS_SCHEMA)
         self.lake.write(record, "generation_runs", mode="append")
+        return total
+
+
+def write_params(cfg: Config) -> SamplingParams:
+    """Sampling of the entries and rewrites. ``max_tokens: null`` follows the target length
+    (``generate.max_tokens_per_word`` tokens per target word), so texts of an accepted length
+    are never cut off."""
+    settings = cfg.get("generate")
+    sampling = dict(settings["sampling"])
+    if not sampling.get("max_tokens"):
+        sampling["max_tokens"] = math.ceil(int(settings["target_words"]) * float(settings["max_tokens_per_word"]))
+    return SamplingParams(**sampling)
+
+
+def _verdicts(lake: Lake) -> DataFrame | None:
+    return lake.read("evidence_qc").select("evidence_id", "passed") if lake.exists("evidence_qc") else None
+
+
+def _passing(lake: Lake, model: str, hashes, style: str | None = None) -> DataFrame | None:
+    verdicts = _verdicts(lake)
+    if verdicts is None or not lake.exists("evidence"):
+        return None
+    rows = stage.passing_texts(lake.read("evidence"), verdicts, model, hashes)
+    return rows if style is None else rows.where(F.col("style") == style)
 
 
 def run_generate(spark: SparkSession, lake: Lake, cfg: Config, limit: int | None = None) -> GenerateReport:
+    """Descriptions, then entries, then style rewrites of the entries that passed quality
+    control; every text is checked (``misbench quality``) right after its pass, and a slot
+    whose text failed is requested again with the next seed, up to ``generate.rounds``."""
+    from misbench.quality.job import run_quality  # quality imports this module
+
     settings = cfg.get("generate")
     model = model_identity(cfg.get("llm"))
+    rounds = max(1, int(settings["rounds"]))
     claims = lake.read("claims")
     if limit:
         claims = claims.orderBy("claim_id").limit(int(limit))
@@ -116,32 +150,89 @@ def run_generate(spark: SparkSession, lake: Lake, cfg: Config, limit: int | None
     claims = lake.read("generation_claims")
     conflicts = lake.read("conflicts").join(claims.select("claim_id"), "claim_id", "left_semi")
     describe = SamplingParams(**settings["description_sampling"])
-    write = SamplingParams(**settings["sampling"])
+    write = write_params(cfg)
     generator = Generator(spark, lake, cfg)
     prompts = {name: load_prompt(name) for name in stage.PROMPT_NAMES}
+    run_started = dt.datetime.now(dt.timezone.utc)
 
-    descriptions = stage.description_requests(claims, conflicts, prompts, model, describe.key())
-    generator.run("descriptions", descriptions, "semantic_descriptions", describe)
-    current_descriptions = lake.read("semantic_descriptions").join(
-        descriptions.select("evidence_id"), "evidence_id", "left_semi"
-    ).where(F.col("error").isNull())
+    # 1. Rewritten descriptions, until each claim has one that really changed.
+    description_hash = prompts["semantic_description"].sha
+    max_overlap = float(settings["description_max_overlap"])
+    semantic_claims = claims.join(conflicts.where(F.col("kind") == "semantic").select("claim_id"), "claim_id", "left_semi")
 
-    entries = stage.entry_requests(claims, conflicts, current_descriptions, prompts,
-                                   int(settings["target_words"]), model, write.key())
-    generator.run("entries", entries, "evidence", write)
-    current_entries = lake.read("evidence").join(entries.select("evidence_id"), "evidence_id", "left_semi")
+    def description_checks() -> DataFrame | None:
+        if not lake.exists("semantic_descriptions"):
+            return None
+        mine = lake.read("semantic_descriptions").where(
+            (F.col("model") == model) & (F.col("prompt_hash") == description_hash)
+        ).join(claims.select("claim_id"), "claim_id", "left_semi")
+        return stage.description_checks(mine, conflicts, max_overlap)
 
-    styles = stage.style_requests(current_entries, prompts, model, write.key())
-    generator.run("styles", styles, "evidence", write)
+    for round_index in range(rounds):
+        checked = description_checks()
+        wanted = semantic_claims if checked is None else semantic_claims.join(
+            checked.where("changed").select("claim_id"), "claim_id", "left_anti")
+        params = replace(describe, seed=describe.seed + round_index)
+        requests = stage.description_requests(wanted, conflicts, prompts, model, params.key())
+        # No early stop: a rerun after a kill in round 2 finds round 1 done and goes on.
+        generator.run(f"descriptions round {round_index + 1}", requests, "semantic_descriptions", params)
+    checked = description_checks()
+    if checked is not None:
+        lake.upsert(checked, "semantic_description_checks", ["evidence_id"])
+    first = Window.partitionBy("claim_id").orderBy("generated_at", "evidence_id")
+    good_descriptions = spark.createDataFrame([], "claim_id string, text string") if checked is None else \
+        lake.read("semantic_description_checks").where("changed").join(
+            claims.select("claim_id"), "claim_id", "left_semi"
+        ).withColumn("n", F.row_number().over(first)).where("n = 1").select("claim_id", F.col("rewritten").alias("text"))
 
-    current = lake.read("evidence").join(
-        entries.select("evidence_id").unionByName(styles.select("evidence_id")), "evidence_id", "left_semi"
-    )
-    loads = current.select("load_id").distinct().count()
+    # 2. Encyclopedia entries, checked after each round; failed slots get another seed.
+    entry_hashes = [prompts[name].sha for name in stage.ENTRY_PROMPTS.values()]
+    if lake.exists("evidence"):
+        run_quality(spark, lake, cfg)  # verdicts current for the settings in force
+    for round_index in range(rounds):
+        params = replace(write, seed=write.seed + round_index)
+        requests = stage.entry_requests(claims, conflicts, good_descriptions, prompts,
+                                        int(settings["target_words"]), model, params.key())
+        passed = _passing(lake, model, entry_hashes)
+        if passed is not None:
+            requests = requests.join(passed.select("claim_id", "kind"), ["claim_id", "kind"], "left_anti")
+        if generator.run(f"entries round {round_index + 1}", requests, "evidence", params):
+            run_quality(spark, lake, cfg)
+
+    # 3. Style rewrites of the entries that passed, checked the same way.
+    style_hashes = [prompts[name].sha for name in stage.STYLE_PROMPTS.values()]
+    for round_index in range(rounds):
+        sources = _passing(lake, model, entry_hashes, style="wikipedia")
+        if sources is None:
+            break
+        params = replace(write, seed=write.seed + round_index)
+        requests = stage.style_requests(sources.join(claims.select("claim_id"), "claim_id", "left_semi"),
+                                        prompts, model, params.key())
+        passed = _passing(lake, model, style_hashes)
+        if passed is not None:
+            requests = requests.join(passed.select("claim_id", "kind", "style"),
+                                     ["claim_id", "kind", "style"], "left_anti")
+        if generator.run(f"styles round {round_index + 1}", requests, "evidence", params):
+            run_quality(spark, lake, cfg)
+
+    # 4. Which slots hold a passing text.
+    verdicts = _verdicts(lake)
+    if verdicts is not None:
+        slots = stage.evidence_slots(claims, conflicts, lake.read("evidence"), verdicts, model,
+                                     entry_hashes + style_hashes)
+        lake.upsert(slots, "evidence_slots", ["claim_id", "kind", "style"])
+    coverage = lake.read("evidence_slots").join(claims.select("claim_id"), "claim_id", "left_semi").agg(
+        F.count("*").alias("slots"), F.sum(F.col("passed").cast("long")).alias("passed"),
+        F.sum(F.col("first_attempt_passed").cast("long")).alias("first"),
+    ).first() if lake.exists("evidence_slots") else None
+    produced = lake.read("evidence").where(F.col("generated_at") >= F.lit(run_started)) \
+        if lake.exists("evidence") else None
     return GenerateReport(
         claims=claims.count(),
         generated=generator.generated,
         failed=generator.failed,
-        evidence_ok=current.where(F.col("error").isNull()).count(),
-        model_loads=loads,
+        slots=int(coverage["slots"] or 0) if coverage else 0,
+        slots_passed=int(coverage["passed"] or 0) if coverage else 0,
+        slots_passed_first_attempt=int(coverage["first"] or 0) if coverage else 0,
+        model_loads=produced.select("load_id").distinct().count() if produced is not None else 0,
     )

@@ -2,10 +2,15 @@
 
 Three passes, each a set of requests (pure DataFrame functions here; the job runs them):
 1. ``description_requests``: per claim, the subject description rewritten for its semantic
-   conflict.
-2. ``entry_requests``: per claim, the correct evidence and the factual, temporal and semantic
-   misinformation, as encyclopedia entries (the ``wikipedia`` style).
-3. ``style_requests``: each entry rewritten in the five other styles.
+   conflict (``description_checks`` keeps only real rewrites).
+2. ``entry_requests``: per claim, the correct evidence and the misinformation of each of its
+   conflict kinds, as encyclopedia entries (the ``wikipedia`` style). The model continues a
+   reply that opens with the sentence it must state (the claim, or the conflicting claim with
+   its period), so even a small model states it.
+3. ``style_requests``: each entry that passed quality control rewritten in the five other
+   styles.
+A slot (claim, kind, style) whose text fails quality control is requested again with another
+seed, up to ``generate.rounds`` times (``open_slots``, ``evidence_slots``).
 
 A request's ``evidence_id`` is derived from the model, the rendered prompt and the sampling
 parameters: the same request is the same row on every run, so a rerun generates only what
@@ -19,7 +24,7 @@ import re
 from typing import Iterator, Mapping, Sequence
 
 import pandas as pd
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from misbench.prompts import Prompt
@@ -65,19 +70,52 @@ def _described(column: str) -> F.Column:
     return F.coalesce(F.col(column), F.lit("no description"))
 
 
+def _answer_note(label: str, description: str) -> F.Column:
+    """Names the answer's meaning, so that a name shared by several things is not confused."""
+    return F.when(F.col(description).isNotNull() & F.col(label).isNotNull(), F.concat(
+        F.lit("To be clear, "), F.col(label), F.lit(" here is the one described as \""), F.col(description),
+        F.lit("\". "))).otherwise(F.lit(""))
+
+
+def _bridge_note() -> F.Column:
+    return F.when(F.col("bridge_label").isNotNull(), F.concat(
+        F.lit("The link between "), F.col("subject_label"), F.lit(" and the answer is "), F.col("bridge_label"),
+        F.lit("; name "), F.col("bridge_label"), F.lit(" in the passage. "))).otherwise(F.lit(""))
+
+
+def _day(column: str) -> F.Column:
+    return F.date_format(F.col(column), "d MMMM yyyy")
+
+
+def period_words() -> F.Column:
+    """A temporal conflict's validity period in words: from 1 July 2031 until 1 July 2046."""
+    return F.concat(F.lit("from "), _day("valid_from"), F.lit(" until "),
+                    F.coalesce(_day("valid_until"), F.lit("an unknown date")))
+
+
+def claim_sentence(statement: str) -> F.Column:
+    """The sentence a text must state: the statement, or for a temporal conflict the
+    statement with its period."""
+    return F.when(F.col("valid_from").isNotNull(), F.concat(
+        F.regexp_replace(F.col(statement), r"\.\s*$", ""), F.lit(" "), period_words(), F.lit("."),
+    )).otherwise(F.col(statement))
+
+
 def description_requests(
     claims: DataFrame, conflicts: DataFrame, prompts: Mapping[str, Prompt], model: str, sampling_key: str
 ) -> DataFrame:
-    """Per claim: rewrite the subject's description to fit its semantic conflict."""
+    """Per claim: rewrite the subject's description to fit its semantic conflict; the prompt
+    gives the true claim and the substitute's description, so the rewrite changes meaning."""
     semantic = conflicts.where(F.col("kind") == "semantic").select(
-        "claim_id", F.col("statement").alias("conflict_statement"), "subject_description"
+        "claim_id", F.col("statement").alias("conflict_statement"), "subject_description",
+        F.col("object_label").alias("answer_label"), F.col("object_description").alias("answer_description"),
     )
-    rows = claims.select("claim_id", "hop", "subject_label").join(semantic, "claim_id").withColumn(
-        "subject_description", _described("subject_description")
-    )
+    rows = claims.select("claim_id", "hop", "subject_label", F.col("statement").alias("true_statement")) \
+        .join(semantic, "claim_id").withColumn("subject_description", _described("subject_description")) \
+        .withColumn("answer_note", _answer_note("answer_label", "answer_description"))
     messages, prompt = _prompt_udf(prompts["semantic_description"], {
         "subject": "subject_label", "subject_description": "subject_description",
-        "statement": "conflict_statement"})
+        "true_statement": "true_statement", "statement": "conflict_statement", "answer_note": "answer_note"})
     return rows.select(
         "claim_id", "hop", F.lit("semantic").alias("kind"), F.lit("description").alias("style"),
         F.lit(prompt.name).alias("prompt_name"), F.lit(prompt.sha).alias("prompt_hash"),
@@ -85,37 +123,65 @@ def description_requests(
     ).withColumn("evidence_id", _request_key(model, sampling_key)).select(*REQUEST_COLUMNS)
 
 
+def _word_set(column: str) -> F.Column:
+    return F.array_distinct(F.filter(F.split(F.lower(F.col(column)), r"[^\p{L}\p{N}]+"), lambda w: w != ""))
+
+
+def description_checks(descriptions: DataFrame, conflicts: DataFrame, max_overlap: float) -> DataFrame:
+    """Per generated description: the original it rewrites, the share of words the two share
+    (``word_overlap``, Jaccard over distinct lower-case words) and ``changed``: a real rewrite
+    (overlap below ``max_overlap``). Only changed descriptions feed semantic misinformation."""
+    original = conflicts.where(F.col("kind") == "semantic").select(
+        "claim_id", F.coalesce(F.col("subject_description"), F.lit("")).alias("original"))
+    rows = descriptions.where(F.col("error").isNull()).select(
+        "evidence_id", "claim_id", F.col("text").alias("rewritten"), "generated_at").join(original, "claim_id")
+    new, old = _word_set("rewritten"), _word_set("original")
+    overlap = F.when(F.size(F.array_union(new, old)) == 0, F.lit(1.0)).otherwise(
+        F.size(F.array_intersect(new, old)) / F.size(F.array_union(new, old)))
+    return rows.select("evidence_id", "claim_id", "original", "rewritten", overlap.cast("double").alias("word_overlap"),
+                       "generated_at").withColumn("changed", F.col("word_overlap") < F.lit(float(max_overlap)))
+
+
 def entry_requests(
     claims: DataFrame, conflicts: DataFrame, descriptions: DataFrame, prompts: Mapping[str, Prompt],
     words: int, model: str, sampling_key: str,
 ) -> DataFrame:
-    """Per claim: the correct entry, and one misinformation entry per conflict kind.
-    ``descriptions``: claim_id, text of the rewritten description (semantic entries need it)."""
-    base = claims.select("claim_id", "hop", "subject_label", "subject_description", "statement").withColumn(
-        "subject_description", _described("subject_description")
-    ).withColumn("words", F.lit(words))
+    """Per claim: the correct entry, and one misinformation entry per conflict kind it has.
+    ``descriptions``: claim_id, text of the rewritten description (semantic entries need it).
+    Each prompt names the answer's meaning (its description) and, for two hops, the bridge;
+    the reply opens with the sentence to state (``opening``)."""
+    base = claims.select(
+        "claim_id", "hop", "subject_label", "subject_description", "statement", "question", "bridge_label",
+        F.col("object_label").alias("answer_label"), F.col("object_description").alias("answer_description"),
+    ).withColumn("subject_description", _described("subject_description")).withColumn("words", F.lit(words)) \
+        .withColumn("bridge_note", _bridge_note())
     requests = []
-    correct, prompt = _prompt_udf(prompts[ENTRY_PROMPTS["correct"]], {
+    correct = base.withColumn("answer_note", _answer_note("answer_label", "answer_description")) \
+        .withColumn("opening", F.col("statement"))
+    messages, prompt = _prompt_udf(prompts[ENTRY_PROMPTS["correct"]], {
         "words": "words", "subject": "subject_label", "subject_description": "subject_description",
-        "statement": "statement"})
-    requests.append(base.select("claim_id", "hop", F.lit("correct").alias("kind"),
-                                F.lit(prompt.name).alias("prompt_name"), F.lit(prompt.sha).alias("prompt_hash"),
-                                correct.alias("messages")))
+        "statement": "statement", "answer_note": "answer_note", "bridge_note": "bridge_note", "opening": "opening"})
+    requests.append(correct.select("claim_id", "hop", F.lit("correct").alias("kind"),
+                                   F.lit(prompt.name).alias("prompt_name"), F.lit(prompt.sha).alias("prompt_hash"),
+                                   messages.alias("messages")))
     for kind in ("factual", "temporal", "semantic"):
         conflict = conflicts.where(F.col("kind") == kind).select(
-            "claim_id", F.col("statement").alias("conflict_statement"),
-            F.col("valid_from").cast("string").alias("valid_from"),
-            F.col("valid_until").cast("string").alias("valid_until"),
+            "claim_id", F.col("statement").alias("conflict_statement"), "valid_from", "valid_until",
+            F.col("object_label").alias("conflict_label"), F.col("object_description").alias("conflict_description"),
         )
-        rows = base.drop("statement").join(conflict, "claim_id")
-        fields = {"words": "words", "subject": "subject_label", "statement": "conflict_statement"}
+        rows = base.drop("statement").join(conflict, "claim_id") \
+            .withColumn("answer_note", _answer_note("conflict_label", "conflict_description")) \
+            .withColumn("opening", claim_sentence("conflict_statement")) \
+            .withColumn("period", F.when(F.col("valid_from").isNotNull(), period_words()))
+        fields = {"words": "words", "subject": "subject_label", "statement": "opening", "question": "question",
+                  "answer_note": "answer_note", "bridge_note": "bridge_note", "opening": "opening"}
         if kind == "semantic":
             rows = rows.join(descriptions.select("claim_id", F.col("text").alias("rewritten_description")), "claim_id")
             fields["rewritten_description"] = "rewritten_description"
         else:
             fields["subject_description"] = "subject_description"
         if kind == "temporal":
-            fields.update(valid_from="valid_from", valid_until="valid_until")
+            fields["period"] = "period"
         messages, prompt = _prompt_udf(prompts[ENTRY_PROMPTS[kind]], fields)
         requests.append(rows.select("claim_id", "hop", F.lit(kind).alias("kind"),
                                     F.lit(prompt.name).alias("prompt_name"),
@@ -129,14 +195,14 @@ def entry_requests(
 
 
 def style_requests(
-    entries: DataFrame, prompts: Mapping[str, Prompt], model: str, sampling_key: str
+    sources: DataFrame, prompts: Mapping[str, Prompt], model: str, sampling_key: str
 ) -> DataFrame:
-    """Each successful encyclopedia entry rewritten in the five other styles."""
-    ok = entries.where((F.col("style") == "wikipedia") & F.col("error").isNull())
+    """Each source entry (an encyclopedia entry that passed quality control) rewritten in
+    the five other styles."""
     frames = []
     for style in STYLES[1:]:
         messages, prompt = _prompt_udf(prompts[STYLE_PROMPTS[style]], {"text": "text"})
-        frames.append(ok.select(
+        frames.append(sources.select(
             "claim_id", "hop", "kind", F.lit(style).alias("style"),
             F.lit(prompt.name).alias("prompt_name"), F.lit(prompt.sha).alias("prompt_hash"),
             messages.alias("messages"), F.col("evidence_id").alias("source_evidence_id"),
@@ -145,6 +211,42 @@ def style_requests(
     for frame in frames[1:]:
         union = union.unionByName(frame)
     return union.withColumn("evidence_id", _request_key(model, sampling_key)).select(*REQUEST_COLUMNS)
+
+
+def passing_texts(evidence: DataFrame, verdicts: DataFrame, model: str, prompt_hashes: Sequence[str]) -> DataFrame:
+    """Evidence rows of this model and these prompts whose current verdict is a pass, the
+    first per slot (claim, kind, style) by generation time: the text that fills the slot."""
+    passed = evidence.where((F.col("model") == model) & F.col("prompt_hash").isin(list(prompt_hashes))) \
+        .join(verdicts.where(F.col("passed")).select("evidence_id"), "evidence_id", "left_semi")
+    first = Window.partitionBy("claim_id", "kind", "style").orderBy("generated_at", "evidence_id")
+    return passed.withColumn("n", F.row_number().over(first)).where("n = 1").drop("n")
+
+
+def evidence_slots(claims: DataFrame, conflicts: DataFrame, evidence: DataFrame, verdicts: DataFrame,
+                   model: str, prompt_hashes: Sequence[str]) -> DataFrame:
+    """One row per slot a claim should fill (its kinds: correct and each conflict kind, times
+    the six styles): how many texts were generated for it (``attempts``), whether one passed
+    quality control (``passed``, ``evidence_id`` of the first that did) and whether the first
+    attempt did (``first_attempt_passed``: the pass rate before regeneration)."""
+    kinds = claims.select("claim_id", "hop", F.lit("correct").alias("kind")).unionByName(
+        conflicts.select("claim_id", "kind").join(claims.select("claim_id", "hop"), "claim_id"))
+    styles = claims.sparkSession.createDataFrame([(s,) for s in STYLES], "style string")
+    slots = kinds.crossJoin(F.broadcast(styles))
+    mine = evidence.where((F.col("model") == model) & F.col("prompt_hash").isin(list(prompt_hashes))) \
+        .select("evidence_id", "claim_id", "kind", "style", "generated_at") \
+        .join(verdicts.select("evidence_id", "passed"), "evidence_id", "left")
+    first = Window.partitionBy("claim_id", "kind", "style").orderBy("generated_at", "evidence_id")
+    per_slot = mine.withColumn("n", F.row_number().over(first)).groupBy("claim_id", "kind", "style").agg(
+        F.count("*").alias("attempts"),
+        F.max(F.coalesce(F.col("passed"), F.lit(False)).cast("int")).cast("boolean").alias("passed"),
+        F.max(F.when(F.col("n") == 1, F.coalesce(F.col("passed"), F.lit(False)).cast("int"))).cast("boolean")
+        .alias("first_attempt_passed"),
+    )
+    chosen = passing_texts(evidence, verdicts, model, prompt_hashes).select("claim_id", "kind", "style", "evidence_id")
+    return slots.join(per_slot, ["claim_id", "kind", "style"], "left").join(chosen, ["claim_id", "kind", "style"], "left") \
+        .select("claim_id", "hop", "kind", "style", F.coalesce("attempts", F.lit(0)).alias("attempts"),
+                F.coalesce("passed", F.lit(False)).alias("passed"),
+                F.coalesce("first_attempt_passed", F.lit(False)).alias("first_attempt_passed"), "evidence_id")
 
 
 def pending_requests(requests: DataFrame, done: DataFrame | None, max_attempts: int) -> DataFrame:

@@ -18,6 +18,15 @@ from typing import Sequence
 Messages = list[dict]  # chat messages: [{"role": "system"|"user"|"assistant", "content": str}]
 
 
+def split_reply_start(messages: Messages) -> tuple[Messages, str | None]:
+    """A prompt whose last message is the assistant's is a reply already begun: the model
+    continues it (the text it returns starts with those words). Returns the conversation before
+    it and the reply's start, or the prompt unchanged and None."""
+    if messages and messages[-1].get("role") == "assistant":
+        return list(messages[:-1]), str(messages[-1].get("content") or "")
+    return list(messages), None
+
+
 @dataclass(frozen=True)
 class SamplingParams:
     temperature: float = 0.7
@@ -52,7 +61,9 @@ class LLMBackend(ABC):
 
     @abstractmethod
     def generate(self, prompts: Sequence[Messages], params: SamplingParams) -> list[Generation]:
-        """One generation per prompt, in order; failures come back with ``error`` set."""
+        """One generation per prompt, in order; failures come back with ``error`` set. A prompt
+        ending with an assistant message is continued from it (``split_reply_start``), and
+        the returned text includes that start."""
 
     @abstractmethod
     def option_logprobs(self, prompt: Messages, options: Sequence[str]) -> list[float]:

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from misbench.llm import Generation, LLMBackend, Messages, SamplingParams
+from misbench.llm import Generation, LLMBackend, Messages, SamplingParams, split_reply_start
 from misbench.workers import cpu_threads
 
 
@@ -127,22 +127,40 @@ class LlamaCppBackend(LLMBackend):
         self.extra_buffer_types = bool(self.engine.model_params.use_extra_bufts)
         self.system_info = system_info
 
+    def _chat_text(self, messages: Messages):
+        """The chat template applied to ``messages``, ending where the assistant's reply starts."""
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        formatter = Jinja2ChatFormatter(
+            template=self.engine.metadata["tokenizer.chat_template"], eos_token="", bos_token=""
+        )
+        return formatter(messages=list(messages))
+
     def generate(self, prompts: Sequence[Messages], params: SamplingParams) -> list[Generation]:
         results = []
         for messages in prompts:
             started = time.perf_counter()
+            head, start = split_reply_start(messages)
             try:
-                response = self.engine.create_chat_completion(
-                    messages=messages,
-                    temperature=params.temperature,
-                    top_p=params.top_p,
-                    max_tokens=params.max_tokens,
-                    seed=params.seed,
-                )
-                choice = response["choices"][0]
+                if start is None:
+                    response = self.engine.create_chat_completion(
+                        messages=head, temperature=params.temperature, top_p=params.top_p,
+                        max_tokens=params.max_tokens, seed=params.seed,
+                    )
+                    choice = response["choices"][0]
+                    text = choice["message"]["content"]
+                else:  # continue the reply from its start: the template, then the start
+                    chat = self._chat_text(head)
+                    # (no stop strings: the model's end-of-turn token ends the reply)
+                    response = self.engine.create_completion(
+                        prompt=chat.prompt + start, temperature=params.temperature, top_p=params.top_p,
+                        max_tokens=params.max_tokens, seed=params.seed,
+                    )
+                    choice = response["choices"][0]
+                    text = start + choice["text"]
                 usage = response.get("usage", {})
                 results.append(Generation(
-                    text=choice["message"]["content"],
+                    text=text,
                     tokens_in=usage.get("prompt_tokens", 0),
                     tokens_out=usage.get("completion_tokens", 0),
                     finish_reason=choice.get("finish_reason"),
@@ -158,12 +176,8 @@ class LlamaCppBackend(LLMBackend):
         logits after the chat prompt (no logits_all: that would hold a vocabulary-sized row
         per context token)."""
         import numpy as np
-        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
-        formatter = Jinja2ChatFormatter(
-            template=self.engine.metadata["tokenizer.chat_template"], eos_token="", bos_token=""
-        )
-        text = formatter(messages=list(prompt)).prompt
+        text = self._chat_text(prompt).prompt
         tokens = self.engine.tokenize(text.encode("utf-8"), add_bos=False, special=True)
         self.engine.reset()
         self.engine.eval(tokens)

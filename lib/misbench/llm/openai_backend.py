@@ -15,7 +15,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
-from misbench.llm import Generation, LLMBackend, Messages, SamplingParams, option_scores
+from misbench.llm import Generation, LLMBackend, Messages, SamplingParams, option_scores, split_reply_start
 
 _RETRYABLE = {408, 409, 429, 500, 502, 503, 504}
 
@@ -63,15 +63,24 @@ class OpenAIBackend(LLMBackend):
 
     def _one(self, messages: Messages, params: SamplingParams) -> Generation:
         started = time.perf_counter()
+        head, start = split_reply_start(messages)
+        if start is not None:
+            # Chat APIs do not all continue a begun reply: ask for the opening in words, and
+            # make sure the reply has it.
+            head = [*head[:-1], {**head[-1], "content": f"{head[-1]['content']}\n\nBegin your reply with "
+                                                        f"exactly these words: {start}"}]
         try:
             response = self._post("/chat/completions", {
-                "model": self.model, "messages": messages, "temperature": params.temperature,
+                "model": self.model, "messages": head, "temperature": params.temperature,
                 "top_p": params.top_p, "max_tokens": params.max_tokens, "seed": params.seed,
             })
             choice = response["choices"][0]
             usage = response.get("usage") or {}
+            text = choice["message"]["content"]
+            if start is not None and text is not None and not text.lstrip().startswith(start.strip()):
+                text = f"{start} {text.lstrip()}"
             return Generation(
-                text=choice["message"]["content"], tokens_in=usage.get("prompt_tokens", 0),
+                text=text, tokens_in=usage.get("prompt_tokens", 0),
                 tokens_out=usage.get("completion_tokens", 0),
                 finish_reason=choice.get("finish_reason"),
                 latency_s=time.perf_counter() - started,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from typing import Sequence
 
-from misbench.llm import Generation, LLMBackend, Messages, SamplingParams, scores_from_top
+from misbench.llm import Generation, LLMBackend, Messages, SamplingParams, scores_from_top, split_reply_start
 
 
 class VllmBackend(LLMBackend):
@@ -42,23 +42,33 @@ class VllmBackend(LLMBackend):
                             max_tokens=params.max_tokens, seed=params.seed, **extra)
 
     def generate(self, prompts: Sequence[Messages], params: SamplingParams) -> list[Generation]:
-        started = time.perf_counter()
-        try:
-            # One call for the whole batch: vLLM schedules the requests together.
-            outputs = self.engine.chat(list(prompts), self._sampling(params), use_tqdm=False)
-        except Exception as exc:  # noqa: BLE001 - every row of the batch records it
-            error = f"{type(exc).__name__}: {exc}"[:500]
-            return [Generation(text=None, error=error) for _ in prompts]
-        latency = (time.perf_counter() - started) / max(1, len(prompts))
-        results = []
-        for output in outputs:
-            completion = output.outputs[0]
-            results.append(Generation(
-                text=completion.text, tokens_in=len(output.prompt_token_ids or []),
-                tokens_out=len(completion.token_ids or []), finish_reason=completion.finish_reason,
-                latency_s=latency,
-            ))
-        return results
+        results: list[Generation | None] = [None] * len(prompts)
+        starts = [split_reply_start(messages)[1] for messages in prompts]
+        # One call per kind of prompt (fresh replies; replies to continue from their start):
+        # vLLM schedules each call's requests together.
+        for continuing in (False, True):
+            indexes = [i for i, start in enumerate(starts) if (start is not None) == continuing]
+            if not indexes:
+                continue
+            started = time.perf_counter()
+            try:
+                outputs = self.engine.chat(
+                    [prompts[i] for i in indexes], self._sampling(params), use_tqdm=False,
+                    add_generation_prompt=not continuing, continue_final_message=continuing)
+            except Exception as exc:  # noqa: BLE001 - every row of the batch records it
+                error = f"{type(exc).__name__}: {exc}"[:500]
+                for i in indexes:
+                    results[i] = Generation(text=None, error=error)
+                continue
+            latency = (time.perf_counter() - started) / len(indexes)
+            for i, output in zip(indexes, outputs):
+                completion = output.outputs[0]
+                results[i] = Generation(
+                    text=(starts[i] or "") + completion.text, tokens_in=len(output.prompt_token_ids or []),
+                    tokens_out=len(completion.token_ids or []), finish_reason=completion.finish_reason,
+                    latency_s=latency,
+                )
+        return results  # type: ignore[return-value]
 
     def option_logprobs(self, prompt: Messages, options: Sequence[str]) -> list[float]:
         return self.option_logprobs_many([prompt], options)[0]

@@ -16,6 +16,7 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from misbench.generate.stage import claim_sentence
 from misbench.quality import checks
 
 INPUT_COLUMNS = [
@@ -33,14 +34,6 @@ QC_SCHEMA = (
 QC_COLUMNS = [field.strip().split(" ")[0] for field in QC_SCHEMA.split(",")]
 
 
-def _period(valid_from: str, valid_until: str) -> F.Column:
-    return F.when(
-        F.col(valid_from).isNotNull(),
-        F.concat(F.lit(" (from "), F.col(valid_from).cast("string"), F.lit(" until "),
-                 F.coalesce(F.col(valid_until).cast("string"), F.lit("an unknown date")), F.lit(")")),
-    ).otherwise(F.lit(""))
-
-
 def hypotheses(claims: DataFrame, conflicts: DataFrame) -> DataFrame:
     """claim_id, kind -> the statement a text of that kind must entail (``hypothesis``), the
     one it must not (``contrary_hypothesis``: the factual conflict for correct evidence, the
@@ -56,8 +49,7 @@ def hypotheses(claims: DataFrame, conflicts: DataFrame) -> DataFrame:
                       F.col("object_label").alias("true_label")), "claim_id", "left",
     ).select(
         "claim_id", "kind",
-        F.concat(F.regexp_replace("statement", r"\.\s*$", ""), _period("valid_from", "valid_until"),
-                 F.lit(".")).alias("hypothesis"),
+        claim_sentence("statement").alias("hypothesis"),
         F.col("true_statement").alias("contrary_hypothesis"),
         F.when(F.col("kind") == "factual", F.col("true_label")).alias("true_answer"),
     )
