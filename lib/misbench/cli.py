@@ -124,7 +124,8 @@ def _cmd_claims(args) -> int:
     report = run_claims(spark, lake, cfg, two_wiki=args.from_2wiki)
     print(
         f"claims: {report.claims} claims ({report.one_hop} one-hop, {report.two_hop} two-hop), "
-        f"{report.conflicts} conflicts, {report.enriched} entities enriched; "
+        f"{report.conflicts} conflicts ({report.without_temporal} claims have no temporal conflict: "
+        f"their relation does not change over time), {report.enriched} entities enriched; "
         "see claims_stats for every fact not kept"
     )
     return EXIT_OK

@@ -48,7 +48,7 @@ def test_one_object_per_subject_and_relation(spark):
         ("C", "P17", "X", "preferred"), ("C", "P17", "Y"),     # preferred decides
         ("D", "P17", "X", "deprecated"), ("D", "P17", "Y"),    # deprecated is no fact
         ("E", "P17", "X"), ("E", "P17", "X"),                  # same fact twice
-    ]), ["P17"])
+    ]), ["P17"], "2026-01-01")
     got = [(r.subject_id, r.object_id, r.resolution) for r in facts.orderBy("subject_id", "statement_id").collect()]
     assert got == [
         ("A", "X", "kept"),
@@ -61,7 +61,7 @@ def test_one_object_per_subject_and_relation(spark):
 
 def test_one_hop_claims_render_labels_literally_and_give_reasons(spark):
     facts = stage.resolved_facts(triples(spark, [
-        ("A", "P17", "X"), ("B", "P17", "Y"), ("C", "P17", "C"), ("N", "P17", "X")]), ["P17"])
+        ("A", "P17", "X"), ("B", "P17", "Y"), ("C", "P17", "C"), ("N", "P17", "X")]), ["P17"], "2026-01-01")
     names = labels(spark, [("A", "Price $1 \\ Co", None, []), ("X", "Land <O>", "a land", ["country"]),
                            ("B", "Bee", None, []), ("C", "Sea", None, []), ("Y", None, None, [])])
     rels = stage.relations_frame(spark, [relation()])
@@ -80,7 +80,7 @@ def test_two_hop_chains_with_dates_at_their_precision(spark):
         ("G", "P57", "E"), ("E", "P569", "1890", "normal", 9),
         ("H", "P22", "I"), ("I", "P22", "J"),
         ("K", "P22", "L"), ("L", "P22", "M"), ("L", "P22", "O"),   # ambiguous second hop
-    ]), ["P57", "P569", "P22"])
+    ]), ["P57", "P569", "P22"], "2026-01-01")
     names = labels(spark, [(x, f"name {x}", None, []) for x in "FDGEHIJKLMO"])
     pairs = stage.pairs_frame(spark, [
         RelationPair("P57", "P569", "compositional", "The director of <S> was born on <O>.",
@@ -103,7 +103,7 @@ def conflict_world(spark):
             ("E", "P17", "V"), ("F", "P17", "Q"),
             # A is also (ambiguously) in Y: Y must never replace X for A
             ("A2", "P17", "X")]
-    facts = stage.resolved_facts(triples(spark, rows + [("A", "P17", "Y", "normal")]), ["P17"])
+    facts = stage.resolved_facts(triples(spark, rows + [("A", "P17", "Y", "normal")]), ["P17"], "2026-01-01")
     names = labels(spark, [(c, f"land {c}", None, ["country"]) for c in countries]
                    + [("Q", "quasar", None, ["galaxy"])]
                    + [(s, f"place {s}", f"about {s}", []) for s in ["A", "A2", "B", "C", "D", "E", "F"]])
@@ -146,7 +146,7 @@ def test_conflicts_are_same_type_never_true_and_deterministic(spark):
 def test_true_objects_of_the_subject_are_never_substitutes(spark):
     # Subject S has two (ambiguous) countries X and Y plus claim-worthy P17 of T -> X.
     facts = stage.resolved_facts(triples(spark, [
-        ("T", "P17", "X"), ("S", "P17", "X"), ("S", "P17", "Y"), ("U", "P17", "Z")]), ["P17"])
+        ("T", "P17", "X"), ("S", "P17", "X"), ("S", "P17", "Y"), ("U", "P17", "Z")]), ["P17"], "2026-01-01")
     names = labels(spark, [(c, c, None, ["country"]) for c in "XYZ"] + [(s, s, None, []) for s in "STU"])
     rels = stage.relations_frame(spark, [relation()])
     candidates = stage.one_hop_candidates(facts, names, rels)
@@ -172,7 +172,7 @@ def test_stats_add_up_to_the_input(spark):
 
 def test_dates_conflict_with_other_dates(spark):
     facts = stage.resolved_facts(triples(spark, [
-        ("F", "P57", "D"), ("D", "P569", "1954-08-16", "normal", 11)]), ["P57", "P569"])
+        ("F", "P57", "D"), ("D", "P569", "1954-08-16", "normal", 11)]), ["P57", "P569"], "2026-01-01")
     names = labels(spark, [("F", "Film", None, []), ("D", "Dir", None, [])])
     pairs = stage.pairs_frame(spark, [RelationPair(
         "P57", "P569", "compositional", "The director of <S> was born on <O>.",

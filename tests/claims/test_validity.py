@@ -95,9 +95,12 @@ def test_a_bridge_chosen_by_rank_among_several_is_not_a_single_chain(spark):
     pairs = stage.pairs_frame(spark, [RelationPair(
         "P22", "P22", "inference", "The paternal grandfather of <S> is <O>.",
         "Who is the paternal grandfather of <S>?", "person", "Family", False)])
-    rows = {r.subject_id: r.candidate_reason for r in stage.two_hop_candidates(facts, names, pairs).collect()}
-    assert rows["H"] == "first hop: several bridges, one preferred"
-    assert rows["M"] == "kept"
+    rows = {}
+    for r in stage.two_hop_candidates(facts, names, pairs).collect():
+        rows.setdefault(r.subject_id, {})[r.bridge_id] = r.candidate_reason
+    assert rows["H"] == {"I": "first hop: several bridges, one preferred",
+                         "K": "first hop: not the preferred statement"}
+    assert rows["M"] == {"N": "kept"}
 
 
 def test_sibling_in_law_chains_are_not_configured():
@@ -202,3 +205,24 @@ def test_templates_read_right_for_how_the_properties_are_used():
     assert "season of <O>" in by_id["P3450"].statement
     assert "took place" not in by_id["P2348"].statement
     assert " a <O>" not in by_id["P106"].statement
+
+
+def test_a_pair_is_multi_valued_when_either_hop_is():
+    relations, topics = load_relations()
+    pairs = {p.relation: p for p in load_pairs(topics, relations=relations)}
+    assert pairs["P57/P166"].multi_valued  # awards received
+    assert pairs["P57/P569"].multi_valued  # several directors, several birth dates
+    assert not pairs["P22/P22"].multi_valued
+
+
+def test_a_substitute_whose_name_contains_the_answer_is_not_false_enough(spark):
+    names = labels(spark, [("X", "Republic of the Congo", None, ["country"]),
+                           ("Y", "Democratic Republic of the Congo", None, ["country"]),
+                           ("Z", "Congo", None, ["country"]), ("V", "Vale", None, ["country"]),
+                           ("W", "Wold", None, ["country"])]
+                   + [(p, f"place {p}", None, []) for p in ("S", "T1", "T2", "T3", "T4")])
+    rows = [("S", "P17", "X"), ("T1", "P17", "Y"), ("T2", "P17", "Z"), ("T3", "P17", "V"), ("T4", "P17", "W")]
+    candidates, conflict_rows, _ = kept_claims(spark, rows, names)
+    claim = {r.subject_id: r.claim_id for r in candidates.collect()}["S"]
+    chosen = {i for r in conflict_rows.collect() if r.claim_id == claim for i in (r.object_id, r.irrelevant_id)}
+    assert chosen and chosen <= {"V", "W"}

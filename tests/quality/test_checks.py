@@ -54,6 +54,10 @@ PROSE = " It has a long history and many visitors come every year to see its old
     "I won't lie: the food in Tours is the best I have had in years.",
     "The story of the city is not based on real maps, locals joke, but it is charming.",
     "I'm sorry to say the museum was closed when we arrived, but the garden was open.",
+    "I cannot help but admire the view from the castle walls.",
+    "Critics note that the fictional detective was modelled on a real surgeon.",
+    "He left a note saying the rumours were untrue.",
+    "The report was false, officials said, and it was withdrawn the next day.",
 ])
 def test_ordinary_prose_is_not_a_refusal(text):
     assert failures(text + PROSE * 3) == []

@@ -30,6 +30,7 @@ class ClaimsReport:
     two_hop: int
     conflicts: int
     enriched: int
+    without_temporal: int  # claims of relations that do not change over time: no temporal conflict
 
 
 def entity_labels(lake: Lake) -> DataFrame:
@@ -68,7 +69,7 @@ def run_claims(
     spark: SparkSession, lake: Lake, cfg: Config, two_wiki: Sequence[str] = ()
 ) -> ClaimsReport:
     relations, topics = load_relations()
-    pairs = load_pairs(topics)
+    pairs = load_pairs(topics, relations=relations)
     relations_df = stage.relations_frame(spark, relations)
     pairs_df = stage.pairs_frame(spark, pairs)
     properties = sorted(
@@ -81,7 +82,7 @@ def run_claims(
     )
     facts = stage.resolved_facts(triples, properties, reference_date)
     links = lake.read("triples").where(
-        (F.col("value_type") == "wikibase-entityid") & F.col("property").isin(list(stage.LINK_PROPERTIES))
+        (F.col("value_type") == "wikibase-entityid") & F.col("property").isin(list(cfg.get("claims.link_properties")))
         & (F.col("rank") != "deprecated")
     ).select(F.col("subject_id").alias("a"), F.col("object_id").alias("b"))
 
@@ -125,5 +126,6 @@ def run_claims(
         two_hop=by_hop.get(2, 0),
         conflicts=lake.row_count("conflicts"),
         enriched=enriched,
+        without_temporal=written.where(~F.col("changes_over_time")).count(),
     )
 

@@ -99,8 +99,12 @@ def load_relations(path: Path | None = None) -> tuple[list[Relation], list[str]]
     return relations, list(topics)
 
 
-def load_pairs(topics: list[str], path: Path | None = None) -> list[RelationPair]:
+def load_pairs(topics: list[str], path: Path | None = None,
+               relations: list[Relation] | None = None) -> list[RelationPair]:
+    """Two-hop pairs; with ``relations``, a pair is multi-valued also when either hop's
+    relation is (several directors, several awards: several answers)."""
     path = path or conf_dir() / "multihop.yaml"
+    multi = {r.relation for r in relations or () if r.multi_valued}
     data = load_yaml(path)
     pairs = []
     seen = set()
@@ -112,9 +116,11 @@ def load_pairs(topics: list[str], path: Path | None = None) -> list[RelationPair
         if spec.get("kind") not in MULTIHOP_KINDS:
             raise ConfigError(f"{where}: kind must be one of {MULTIHOP_KINDS}")
         _check_entry(where, spec, topics)
+        flags = _flags(spec)
+        flags["multi_valued"] = flags["multi_valued"] or bool({spec["first"], spec["second"]} & multi)
         pair = RelationPair(
             spec["first"], spec["second"], spec["kind"], spec["statement"], spec["question"],
-            spec["answer_type"], spec["topic"], **_flags(spec),
+            spec["answer_type"], spec["topic"], **flags,
         )
         if pair.relation in seen:
             raise ConfigError(f"{where}: listed twice")

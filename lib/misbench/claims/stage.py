@@ -9,7 +9,7 @@ Inputs:
   an unknown or absent value.
 - ``labels``: id, label, description, instance_of, aliases (entities, plus enriched ones).
 - ``links``: a, b entity pairs linked by subclass of, part of, located in or replaces /
-  replaced by (``LINK_PROPERTIES``): a substitute is never so close to the true answer.
+  replaced by (``claims.link_properties``): a substitute is never so close to the true answer.
 - ``templates``: relation, statement, question, answer_type, topic, and for two-hop pairs
   first, second, kind (``relations_frame`` / ``pairs_frame`` make them from config).
 """
@@ -26,8 +26,6 @@ from misbench.claims.relations import DATE_PROPERTIES, Relation, RelationPair
 KEPT = "kept"
 CONFLICT_KINDS = ("factual", "temporal", "semantic")
 UNKNOWN_VALUE_TYPES = ("somevalue", "novalue")  # "unknown value" / "no value" statements
-# subclass of, part of, located in the administrative entity, replaces, replaced by
-LINK_PROPERTIES = ("P279", "P361", "P131", "P1365", "P1366")
 CLAIM_COLUMNS = [
     "claim_id", "hop", "relation", "relation_kind", "subject_id", "subject_label",
     "subject_description", "bridge_id", "bridge_label", "object_id", "object_label",
@@ -178,7 +176,7 @@ def period_start(value: Column) -> Column:
 # --------------------------------------------------------------------------------------------
 
 
-def resolved_facts(triples: DataFrame, properties: Sequence[str], reference_date: str = "2026-01-01") -> DataFrame:
+def resolved_facts(triples: DataFrame, properties: Sequence[str], reference_date: str) -> DataFrame:
     """Statements of the given properties with a ``resolution``: ``kept`` for the one fact
     per (subject, property) that holds at ``reference_date`` and can be asked about, else why
     not, and ``single``: whether it is the only current value (not one chosen by rank).
@@ -202,9 +200,10 @@ def resolved_facts(triples: DataFrame, properties: Sequence[str], reference_date
     answer = F.coalesce(F.col("object_id"), F.col("value"))
     live = F.col("rank") != "deprecated"
     reference = F.lit(reference_date)
-    ended = F.col("end_time").isNotNull() & (
+    # An end time that cannot be read (a five-digit year) counts as ended: never ask it as current.
+    ended = F.col("end_time").isNotNull() & F.coalesce(
         (F.col("end_time") == "somevalue") | F.col("end_time").startswith("-")
-        | (period_start(F.col("end_time")) <= reference))
+        | (period_start(F.col("end_time")) <= reference), F.lit(True))
     not_started = F.coalesce(period_start(F.col("start_time")) > reference, F.lit(False))
     current = live & ~ended & ~not_started
     counted = current & ~unknown
@@ -466,6 +465,10 @@ def substitutes(
         .select("claim_id", "candidate_id")
     )
     found = found.join(same_name, ["claim_id", "candidate_id"], "left_anti")
+    # A name inside the other ("Congo" / "Republic of the Congo"): a text stating the
+    # substitute would name the true answer too.
+    true_names = labels.select(F.col("id").alias("object_id"), F.col("label").alias("true_label"))
+    found = found.join(true_names, "object_id", "left")
     if links is not None:
         both_ways = links.select("a", "b").unionByName(links.select(F.col("b").alias("a"), F.col("a").alias("b")))
         found = found.join(both_ways.withColumnRenamed("a", "object_id").withColumnRenamed("b", "candidate_id"),
@@ -474,7 +477,9 @@ def substitutes(
         labels.select(F.col("id").alias("candidate_id"), F.col("label").alias("candidate_label"),
                       F.col("description").alias("candidate_description")),
         "candidate_id",
-    ).where(F.col("candidate_label").isNotNull())
+    ).where(F.col("candidate_label").isNotNull() & ~F.coalesce(
+        contains_words(F.col("candidate_label"), F.col("true_label"))
+        | contains_words(F.col("true_label"), F.col("candidate_label")), F.lit(False)))
     return _distinct_by_name(
         named.withColumn("order", _hash(F.col("claim_id"), F.col("candidate_id"), seed)), wanted
     ).select("claim_id", "candidate_id", "candidate_label", "candidate_description", "choice")

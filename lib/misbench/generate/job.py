@@ -8,11 +8,13 @@ at any point loses at most the chunk in flight; finished rows are never generate
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 import math
 import time
 import uuid
 from dataclasses import dataclass, replace
+from typing import Callable
 
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -112,32 +114,36 @@ class Generator:
 
 
 def write_params(cfg: Config) -> SamplingParams:
-    """Sampling of the entries and rewrites. ``max_tokens: null`` follows the target length
-    (``generate.max_tokens_per_word`` tokens per target word), so texts of an accepted length
-    are never cut off."""
+    """Sampling of the entries and rewrites. ``max_tokens: null`` follows the target length:
+    room for the longest text quality control accepts (``target_words`` x
+    ``quality.completeness.max_words_ratio`` words at ``generate.tokens_per_word``), so a text
+    of an accepted length is never cut off."""
     settings = cfg.get("generate")
     sampling = dict(settings["sampling"])
     if not sampling.get("max_tokens"):
-        sampling["max_tokens"] = math.ceil(int(settings["target_words"]) * float(settings["max_tokens_per_word"]))
+        words = int(settings["target_words"]) * float(cfg.get("quality.completeness.max_words_ratio"))
+        sampling["max_tokens"] = math.ceil(words * float(settings["tokens_per_word"]))
     return SamplingParams(**sampling)
+
+
+def _all_rounds(build: Callable[[SamplingParams], DataFrame], params: SamplingParams, rounds: int) -> DataFrame:
+    """The requests of every round (round r: seed + r), each with its ``round``."""
+    frames = [build(replace(params, seed=params.seed + r)).withColumn("round", F.lit(r)) for r in range(rounds)]
+    return functools.reduce(DataFrame.unionByName, frames)
 
 
 def _verdicts(lake: Lake) -> DataFrame | None:
     return lake.read("evidence_qc").select("evidence_id", "passed") if lake.exists("evidence_qc") else None
 
 
-def _passing(lake: Lake, model: str, hashes, style: str | None = None) -> DataFrame | None:
-    verdicts = _verdicts(lake)
-    if verdicts is None or not lake.exists("evidence"):
-        return None
-    rows = stage.passing_texts(lake.read("evidence"), verdicts, model, hashes)
-    return rows if style is None else rows.where(F.col("style") == style)
-
-
 def run_generate(spark: SparkSession, lake: Lake, cfg: Config, limit: int | None = None) -> GenerateReport:
     """Descriptions, then entries, then style rewrites of the entries that passed quality
     control; every text is checked (``misbench quality``) right after its pass, and a slot
-    whose text failed is requested again with the next seed, up to ``generate.rounds``."""
+    whose text failed is requested again with the next seed, up to ``generate.rounds``.
+
+    Each pass's requests of all rounds are stored first (``generation_requests_<pass>``):
+    only rows among them count as this run's texts, so texts of another model, prompt or
+    an older conflict never fill a slot."""
     from misbench.quality.job import run_quality  # quality imports this module
 
     settings = cfg.get("generate")
@@ -155,76 +161,100 @@ def run_generate(spark: SparkSession, lake: Lake, cfg: Config, limit: int | None
     prompts = {name: load_prompt(name) for name in stage.PROMPT_NAMES}
     run_started = dt.datetime.now(dt.timezone.utc)
 
+    def stored(name: str, requests: DataFrame) -> DataFrame:
+        lake.write(requests, f"generation_requests_{name}")
+        return lake.read(f"generation_requests_{name}")
+
+    def round_requests(requests: DataFrame, round_index: int) -> DataFrame:
+        return requests.where(F.col("round") == round_index).drop("round")
+
+    def among(table: str, requests: DataFrame) -> DataFrame:
+        return lake.read(table).join(requests.select("evidence_id"), "evidence_id", "left_semi")
+
     # 1. Rewritten descriptions, until each claim has one that really changed.
-    description_hash = prompts["semantic_description"].sha
     max_overlap = float(settings["description_max_overlap"])
     semantic_claims = claims.join(conflicts.where(F.col("kind") == "semantic").select("claim_id"), "claim_id", "left_semi")
+    described = stored("descriptions", _all_rounds(
+        lambda params: stage.description_requests(semantic_claims, conflicts, prompts, model, params.key()),
+        describe, rounds))
 
     def description_checks() -> DataFrame | None:
         if not lake.exists("semantic_descriptions"):
             return None
-        mine = lake.read("semantic_descriptions").where(
-            (F.col("model") == model) & (F.col("prompt_hash") == description_hash)
-        ).join(claims.select("claim_id"), "claim_id", "left_semi")
-        return stage.description_checks(mine, conflicts, max_overlap)
+        return stage.description_checks(among("semantic_descriptions", described), conflicts, max_overlap)
 
     for round_index in range(rounds):
         checked = description_checks()
-        wanted = semantic_claims if checked is None else semantic_claims.join(
-            checked.where("changed").select("claim_id"), "claim_id", "left_anti")
-        params = replace(describe, seed=describe.seed + round_index)
-        requests = stage.description_requests(wanted, conflicts, prompts, model, params.key())
+        requests = round_requests(described, round_index)
+        if checked is not None:
+            requests = requests.join(checked.where("changed").select("claim_id"), "claim_id", "left_anti")
         # No early stop: a rerun after a kill in round 2 finds round 1 done and goes on.
-        generator.run(f"descriptions round {round_index + 1}", requests, "semantic_descriptions", params)
+        generator.run(f"descriptions round {round_index + 1}", requests, "semantic_descriptions",
+                      replace(describe, seed=describe.seed + round_index))
     checked = description_checks()
     if checked is not None:
         lake.upsert(checked, "semantic_description_checks", ["evidence_id"])
     first = Window.partitionBy("claim_id").orderBy("generated_at", "evidence_id")
     good_descriptions = spark.createDataFrame([], "claim_id string, text string") if checked is None else \
-        lake.read("semantic_description_checks").where("changed").join(
-            claims.select("claim_id"), "claim_id", "left_semi"
-        ).withColumn("n", F.row_number().over(first)).where("n = 1").select("claim_id", F.col("rewritten").alias("text"))
+        among("semantic_description_checks", described).where("changed") \
+        .withColumn("n", F.row_number().over(first)).where("n = 1").select("claim_id", F.col("rewritten").alias("text"))
 
-    # 2. Encyclopedia entries, checked after each round; failed slots get another seed.
     entry_hashes = [prompts[name].sha for name in stage.ENTRY_PROMPTS.values()]
+    style_hashes = [prompts[name].sha for name in stage.STYLE_PROMPTS.values()]
+
+    def passing(requests: DataFrame, hashes) -> DataFrame | None:
+        verdicts = _verdicts(lake)
+        if verdicts is None or not lake.exists("evidence"):
+            return None
+        return stage.passing_texts(among("evidence", requests), verdicts, model, hashes)
+
+    # 2. Encyclopedia entries, checked after each round; failed slots get the next seed.
+    entries = stored("entries", _all_rounds(
+        lambda params: stage.entry_requests(claims, conflicts, good_descriptions, prompts,
+                                            int(settings["target_words"]), model, params.key()),
+        write, rounds))
     if lake.exists("evidence"):
         run_quality(spark, lake, cfg)  # verdicts current for the settings in force
     for round_index in range(rounds):
-        params = replace(write, seed=write.seed + round_index)
-        requests = stage.entry_requests(claims, conflicts, good_descriptions, prompts,
-                                        int(settings["target_words"]), model, params.key())
-        passed = _passing(lake, model, entry_hashes)
+        requests = round_requests(entries, round_index)
+        passed = passing(entries, entry_hashes)
         if passed is not None:
             requests = requests.join(passed.select("claim_id", "kind"), ["claim_id", "kind"], "left_anti")
-        if generator.run(f"entries round {round_index + 1}", requests, "evidence", params):
+        if generator.run(f"entries round {round_index + 1}", requests, "evidence",
+                         replace(write, seed=write.seed + round_index)):
             run_quality(spark, lake, cfg)
 
     # 3. Style rewrites of the entries that passed, checked the same way.
-    style_hashes = [prompts[name].sha for name in stage.STYLE_PROMPTS.values()]
+    sources = passing(entries, entry_hashes)
+    if sources is None:
+        sources = spark.createDataFrame([], "claim_id string, hop int, kind string, evidence_id string, text string")
+    styles = stored("styles", _all_rounds(
+        lambda params: stage.style_requests(sources, prompts, model, params.key()), write, rounds))
     for round_index in range(rounds):
-        sources = _passing(lake, model, entry_hashes, style="wikipedia")
-        if sources is None:
-            break
-        params = replace(write, seed=write.seed + round_index)
-        requests = stage.style_requests(sources.join(claims.select("claim_id"), "claim_id", "left_semi"),
-                                        prompts, model, params.key())
-        passed = _passing(lake, model, style_hashes)
+        requests = round_requests(styles, round_index)
+        passed = passing(styles, style_hashes)
         if passed is not None:
             requests = requests.join(passed.select("claim_id", "kind", "style"),
                                      ["claim_id", "kind", "style"], "left_anti")
-        if generator.run(f"styles round {round_index + 1}", requests, "evidence", params):
+        if generator.run(f"styles round {round_index + 1}", requests, "evidence",
+                         replace(write, seed=write.seed + round_index)):
             run_quality(spark, lake, cfg)
 
-    # 4. Which slots hold a passing text.
+    # 4. Which slots hold a passing text: these claims' rows replaced, others kept.
     verdicts = _verdicts(lake)
+    slots = None
     if verdicts is not None:
-        slots = stage.evidence_slots(claims, conflicts, lake.read("evidence"), verdicts, model,
-                                     entry_hashes + style_hashes)
-        lake.upsert(slots, "evidence_slots", ["claim_id", "kind", "style"])
-    coverage = lake.read("evidence_slots").join(claims.select("claim_id"), "claim_id", "left_semi").agg(
+        mine = among("evidence", entries.select("evidence_id").unionByName(styles.select("evidence_id")))
+        slots = stage.evidence_slots(claims, conflicts, mine, verdicts, model, entry_hashes + style_hashes)
+        if lake.exists("evidence_slots"):
+            others = lake.read("evidence_slots").join(claims.select("claim_id"), "claim_id", "left_anti")
+            slots = slots.unionByName(others)
+        lake.write(slots, "evidence_slots")
+        slots = lake.read("evidence_slots").join(claims.select("claim_id"), "claim_id", "left_semi")
+    coverage = slots.agg(
         F.count("*").alias("slots"), F.sum(F.col("passed").cast("long")).alias("passed"),
         F.sum(F.col("first_attempt_passed").cast("long")).alias("first"),
-    ).first() if lake.exists("evidence_slots") else None
+    ).first() if slots is not None else None
     produced = lake.read("evidence").where(F.col("generated_at") >= F.lit(run_started)) \
         if lake.exists("evidence") else None
     return GenerateReport(

@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import string
 from typing import Iterator, Mapping, Sequence
 
 import pandas as pd
@@ -39,7 +40,8 @@ ENTRY_PROMPTS = {
 }
 STYLE_PROMPTS = {style: f"style_{style}" for style in STYLES[1:]}
 # Every prompt the stage renders; the job loads them (stage functions read no files).
-PROMPT_NAMES = ("semantic_description", *ENTRY_PROMPTS.values(), *STYLE_PROMPTS.values())
+PROMPT_NAMES = ("semantic_description", *ENTRY_PROMPTS.values(), *STYLE_PROMPTS.values(), "note_answer",
+                "note_bridge")
 REQUEST_COLUMNS = [
     "evidence_id", "claim_id", "hop", "kind", "style", "prompt_name", "prompt_hash",
     "messages", "source_evidence_id",
@@ -70,17 +72,25 @@ def _described(column: str) -> F.Column:
     return F.coalesce(F.col(column), F.lit("no description"))
 
 
-def _answer_note(label: str, description: str) -> F.Column:
+def _filled(prompt: Prompt, columns: Mapping[str, str]) -> F.Column:
+    """A one-line prompt fragment (``prompts/note_*.txt``) with its fields from columns, as a
+    column: null when a field is null."""
+    parts = []
+    for literal, field, _, _ in string.Formatter().parse(prompt.user + " "):
+        parts.append(F.lit(literal))
+        if field:
+            parts.append(F.col(columns[field]))
+    return F.concat(*parts)
+
+
+def _answer_note(prompts: Mapping[str, Prompt], label: str, description: str) -> F.Column:
     """Names the answer's meaning, so that a name shared by several things is not confused."""
-    return F.when(F.col(description).isNotNull() & F.col(label).isNotNull(), F.concat(
-        F.lit("To be clear, "), F.col(label), F.lit(" here is the one described as \""), F.col(description),
-        F.lit("\". "))).otherwise(F.lit(""))
+    return F.coalesce(_filled(prompts["note_answer"], {"label": label, "description": description}), F.lit(""))
 
 
-def _bridge_note() -> F.Column:
-    return F.when(F.col("bridge_label").isNotNull(), F.concat(
-        F.lit("The link between "), F.col("subject_label"), F.lit(" and the answer is "), F.col("bridge_label"),
-        F.lit("; name "), F.col("bridge_label"), F.lit(" in the passage. "))).otherwise(F.lit(""))
+def _bridge_note(prompts: Mapping[str, Prompt]) -> F.Column:
+    return F.coalesce(_filled(prompts["note_bridge"], {"subject": "subject_label", "bridge": "bridge_label"}),
+                      F.lit(""))
 
 
 def _day(column: str) -> F.Column:
@@ -112,7 +122,7 @@ def description_requests(
     )
     rows = claims.select("claim_id", "hop", "subject_label", F.col("statement").alias("true_statement")) \
         .join(semantic, "claim_id").withColumn("subject_description", _described("subject_description")) \
-        .withColumn("answer_note", _answer_note("answer_label", "answer_description"))
+        .withColumn("answer_note", _answer_note(prompts, "answer_label", "answer_description"))
     messages, prompt = _prompt_udf(prompts["semantic_description"], {
         "subject": "subject_label", "subject_description": "subject_description",
         "true_statement": "true_statement", "statement": "conflict_statement", "answer_note": "answer_note"})
@@ -154,9 +164,9 @@ def entry_requests(
         "claim_id", "hop", "subject_label", "subject_description", "statement", "question", "bridge_label",
         F.col("object_label").alias("answer_label"), F.col("object_description").alias("answer_description"),
     ).withColumn("subject_description", _described("subject_description")).withColumn("words", F.lit(words)) \
-        .withColumn("bridge_note", _bridge_note())
+        .withColumn("bridge_note", _bridge_note(prompts))
     requests = []
-    correct = base.withColumn("answer_note", _answer_note("answer_label", "answer_description")) \
+    correct = base.withColumn("answer_note", _answer_note(prompts, "answer_label", "answer_description")) \
         .withColumn("opening", F.col("statement"))
     messages, prompt = _prompt_udf(prompts[ENTRY_PROMPTS["correct"]], {
         "words": "words", "subject": "subject_label", "subject_description": "subject_description",
@@ -170,7 +180,7 @@ def entry_requests(
             F.col("object_label").alias("conflict_label"), F.col("object_description").alias("conflict_description"),
         )
         rows = base.drop("statement").join(conflict, "claim_id") \
-            .withColumn("answer_note", _answer_note("conflict_label", "conflict_description")) \
+            .withColumn("answer_note", _answer_note(prompts, "conflict_label", "conflict_description")) \
             .withColumn("opening", claim_sentence("conflict_statement")) \
             .withColumn("period", F.when(F.col("valid_from").isNotNull(), period_words()))
         fields = {"words": "words", "subject": "subject_label", "statement": "opening", "question": "question",
