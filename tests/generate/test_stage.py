@@ -136,3 +136,22 @@ def test_evidence_slots_count_attempts_and_the_first_pass(spark):
             slots["correct", "wikipedia"].first_attempt_passed, slots["correct", "wikipedia"].evidence_id) == (2, True, False, "a2")
     assert slots["factual", "wikipedia"].first_attempt_passed and slots["factual", "wikipedia"].evidence_id == "b1"
     assert slots["factual", "news"].attempts == 0 and not slots["factual", "news"].passed  # another model's text
+
+
+def test_description_requests_give_the_true_claim_and_the_substitutes_meaning(spark):
+    claims, conflicts, _ = claim_frames(spark)
+    rows = stage.description_requests(claims, conflicts, PROMPTS, "m1", "p1").collect()
+    assert len(rows) == 1 and rows[0].kind == "semantic" and rows[0].style == "description"
+    user = json.loads(rows[0].messages)[1]["content"]
+    assert "Scotland lies in the country of United Kingdom." in user  # the real world
+    assert "Scotland lies in the country of Estonia." in user  # the world to describe
+    assert 'Estonia here is the one described as "the Estonia state"' in user
+
+
+def test_max_tokens_leave_room_for_the_longest_accepted_text():
+    from misbench.generate.job import write_params
+
+    cfg = load_config("local", ["generate.target_words=100", "quality.completeness.max_words_ratio=2.0",
+                                "generate.tokens_per_word=1.5"])
+    assert write_params(cfg).max_tokens == 300
+    assert write_params(cfg.with_overrides(["generate.sampling.max_tokens=77"])).max_tokens == 77

@@ -78,3 +78,11 @@ def test_a_begun_reply_is_continued_from_its_start(backend):
     result = backend.generate([prompt], SamplingParams(temperature=0.0, max_tokens=24))[0]
     assert result.error is None and result.text.startswith(start) and len(result.text) > len(start)
     assert result.tokens_out > 0 and "<|im_start|>" not in result.text and "assistant" not in result.text[:len(start) + 12]
+
+
+def test_min_tokens_keep_a_complete_opening_from_ending_the_reply(backend):
+    prompt = [{"role": "user", "content": "Reply with one short sentence about Scotland."},
+              {"role": "assistant", "content": "Scotland lies in the country of Estonia."}]
+    free = backend.generate([prompt], SamplingParams(temperature=0.0, max_tokens=40))[0]
+    held = backend.generate([prompt], SamplingParams(temperature=0.0, max_tokens=40, min_tokens=20))[0]
+    assert held.error is None and held.tokens_out >= 20 and held.tokens_out > free.tokens_out

@@ -114,6 +114,7 @@ def test_hand_made_bad_texts_are_dropped_for_the_right_reason(checked):
     # ...and only its false claim: naming the true answer, or entailing a contrary claim, fails.
     with_truth = qc["handmade-misinformation-and-truth"]
     assert with_truth.names_true_answer and not with_truth.passed
+    assert with_truth.contrary_hypothesis == contradicts.hypothesis and with_truth.contrary_score is not None
     assert "entailment: names the true answer 'United Kingdom'" in with_truth.reasons
     states_conflict = qc["handmade-correct-states-conflict"]
     assert states_conflict.contrary_hypothesis == misinformation.hypothesis  # same text, same statement:

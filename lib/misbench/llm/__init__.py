@@ -33,6 +33,9 @@ class SamplingParams:
     top_p: float = 0.95
     max_tokens: int = 512
     seed: int = 0
+    # The reply's end may not come before this many tokens: a model continuing a begun reply
+    # that already reads as complete would otherwise often stop at once.
+    min_tokens: int = 0
 
     def key(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

@@ -126,6 +126,28 @@ class LlamaCppBackend(LLMBackend):
         # What the engine was really given (tests read it; a wrong value would be a crash risk).
         self.extra_buffer_types = bool(self.engine.model_params.use_extra_bufts)
         self.system_info = system_info
+        vocab = self.engine._model.vocab
+        self._end_tokens = [token for token in range(self.engine.n_vocab())
+                            if llama_cpp.llama_vocab_is_eog(vocab, token)]
+
+    def _no_end_before(self, min_tokens: int):
+        """A logits processor that forbids every end-of-generation token for the reply's first
+        ``min_tokens`` tokens (llama.cpp hands it the prompt's tokens and the reply's so far)."""
+        if min_tokens <= 0:
+            return None
+        from llama_cpp import LogitsProcessorList
+
+        prompt_length: list[int] = []
+        end_tokens = self._end_tokens
+
+        def forbid(input_ids, scores):
+            if not prompt_length:
+                prompt_length.append(len(input_ids))
+            if len(input_ids) - prompt_length[0] < min_tokens:
+                scores[end_tokens] = -float("inf")
+            return scores
+
+        return LogitsProcessorList([forbid])
 
     def _chat_text(self, messages: Messages):
         """The chat template applied to ``messages``, ending where the assistant's reply starts."""
@@ -146,6 +168,7 @@ class LlamaCppBackend(LLMBackend):
                     response = self.engine.create_chat_completion(
                         messages=head, temperature=params.temperature, top_p=params.top_p,
                         max_tokens=params.max_tokens, seed=params.seed,
+                        logits_processor=self._no_end_before(params.min_tokens),
                     )
                     choice = response["choices"][0]
                     text = choice["message"]["content"]
@@ -155,6 +178,7 @@ class LlamaCppBackend(LLMBackend):
                     response = self.engine.create_completion(
                         prompt=chat.prompt + start, temperature=params.temperature, top_p=params.top_p,
                         max_tokens=params.max_tokens, seed=params.seed,
+                        logits_processor=self._no_end_before(params.min_tokens),
                     )
                     choice = response["choices"][0]
                     text = start + choice["text"]

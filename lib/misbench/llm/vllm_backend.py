@@ -39,7 +39,7 @@ class VllmBackend(LLMBackend):
         from vllm import SamplingParams as VllmSampling
 
         return VllmSampling(temperature=params.temperature, top_p=params.top_p,
-                            max_tokens=params.max_tokens, seed=params.seed, **extra)
+                            max_tokens=params.max_tokens, seed=params.seed, min_tokens=params.min_tokens, **extra)
 
     def generate(self, prompts: Sequence[Messages], params: SamplingParams) -> list[Generation]:
         results: list[Generation | None] = [None] * len(prompts)

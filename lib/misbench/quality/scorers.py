@@ -161,6 +161,9 @@ def model_folder(package: str) -> str:
 class QuestionSimilarity:
     def __init__(self, settings: dict):
         from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()  # a load is one line in the log, not a bar
 
         similarity = settings["similarity"]
         _limit_torch_threads(settings)
