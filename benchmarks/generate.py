@@ -45,18 +45,17 @@ def main() -> None:
 
     from misbench.claims.job import run_claims
     from misbench.config import load_config
-    from misbench.generate import stage
-    from misbench.generate.job import model_identity, run_generate
+    from misbench.generate.job import run_generate, write_params
     from misbench.ingest.job import run_ingest
     from misbench.lake import open_lake
     from misbench.llm import SamplingParams, load_backend
-    from misbench.prompts import load_prompt
     from misbench.spark import get_spark
 
     lake_root = tempfile.mkdtemp(prefix="misbench-bench-generate-")
     overrides = [
         "spark.master=local[2]", f"lake.root={lake_root}", f"llm.backend={args.backend}",
         f"generate.target_words={args.words}", f"generate.sampling.max_tokens={args.max_tokens}",
+        "generate.rounds=1",  # one request per slot: the same requests on both sides
     ]
     if args.backend == "llama_cpp":
         overrides += [f"llm.llama_cpp.model={args.model}", "llm.llama_cpp.workers=2", "generate.tasks=2"]
@@ -70,9 +69,10 @@ def main() -> None:
     run_ingest(spark, lake, cfg, [str(SLICE)])
     run_claims(spark, lake, cfg)
 
-    started = time.perf_counter()
     report = run_generate(spark, lake, cfg, limit=args.claims)
-    spark_s = time.perf_counter() - started
+    # Generation passes only: run_generate also runs quality control between them, which the
+    # plain loop does not do; generation_runs records each pass's wall time.
+    spark_s = lake.read("generation_runs").agg(F.sum("wall_s")).first()[0]
     produced = lake.read("evidence").unionByName(lake.read("semantic_descriptions"))
     spark_tokens, worker_s = produced.agg(F.sum("tokens_out"), F.sum("latency_s")).first()
     loads = produced.select("load_id").distinct().collect()
@@ -81,24 +81,17 @@ def main() -> None:
           f"{spark_s:.1f} s = {spark_tokens / spark_s:.1f} tokens/s; model loads {len(loads)} "
           f"in {len(workers)} worker process(es); engines busy {worker_s:.1f} s in all")
 
-    # The same requests, built the same way, for a plain loop.
+    # The same requests (the ones run_generate stored for its single round) for a plain loop.
     llm = cfg.get("llm")
-    settings = cfg.get("generate")
-    model = model_identity(llm)
-    claims = lake.read("generation_claims")
-    conflicts = lake.read("conflicts").join(claims.select("claim_id"), "claim_id", "left_semi")
-    describe = SamplingParams(**settings["description_sampling"])
-    write = SamplingParams(**settings["sampling"])
-    prompts = {name: load_prompt(name) for name in stage.PROMPT_NAMES}
-    descriptions = stage.description_requests(claims, conflicts, prompts, model, describe.key())
-    described = lake.read("semantic_descriptions").where("error IS NULL")
-    entries = stage.entry_requests(claims, conflicts, described, prompts, int(settings["target_words"]),
-                                   model, write.key())
-    styles = stage.style_requests(lake.read("evidence").where("style = 'wikipedia'"), prompts, model,
-                                  write.key())
+    describe = SamplingParams(**cfg.get("generate.description_sampling"))
+    write = write_params(cfg)
+
+    def messages(table):
+        return [json.loads(r.messages) for r in lake.read(table).orderBy("evidence_id").collect()]
+
     batches = [
-        (describe, [json.loads(r.messages) for r in descriptions.collect()]),
-        (write, [json.loads(r.messages) for r in entries.unionByName(styles).collect()]),
+        (describe, messages("generation_requests_descriptions")),
+        (write, messages("generation_requests_entries") + messages("generation_requests_styles")),
     ]
     spark.stop()
 

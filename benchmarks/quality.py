@@ -71,6 +71,7 @@ def main() -> None:
               for n in range(1, args.copies)]
     for copy in copies:
         lake.upsert(copy, "evidence", ["evidence_id"])
+    lake.drop("evidence_qc")  # generation checked its texts as it went: both sides start from none
 
     started = time.perf_counter()
     report = run_quality(spark, lake, cfg)
@@ -100,9 +101,14 @@ def main() -> None:
             row.error if isinstance(row.error, str) else None, settings["completeness"],
             settings["target_words"])
         if not reasons:
-            [(score, _)] = entailer.score([row.text], [row.hypothesis], settings["entailment"]["overlap_sentences"])
+            overlap = settings["entailment"]["overlap_sentences"]
+            [(score, _)] = entailer.score([row.text], [row.hypothesis], overlap)
+            contrary = None
+            if isinstance(row.contrary_hypothesis, str):
+                [(contrary, _)] = entailer.score([row.text], [row.contrary_hypothesis], overlap)
+            named = row.true_answer if isinstance(row.true_answer, str) and checks.names(row.text, row.true_answer) else None
             [cosine] = similarity.scores([row.question], [row.text])
-            reasons = checks.model_failures(score, cosine, threshold, alpha)
+            reasons = checks.model_failures(score, cosine, threshold, alpha, contrary, named, row.kind)
         verdicts[row.evidence_id] = not reasons
     standalone_s = time.perf_counter() - started
     print(f"(b) standalone loop: {len(verdicts)} texts in {standalone_s:.1f} s = "
