@@ -1,5 +1,6 @@
 # Two entry points for a fresh machine (see README):
-#   make demo   set everything up, run the pipeline (ingest, claims, generate, quality) on the demo dump
+#   make demo   set everything up, run the pipeline (ingest, claims, generate, quality, bench,
+#               evaluate) on the demo dump
 #   make test   set everything up, run the test suite
 VENV ?= .venv
 PYTHON ?= python3
@@ -39,6 +40,8 @@ demo: $(VENV)/.embedded
 	$(VENV)/bin/misbench claims
 	$(VENV)/bin/misbench generate --limit 1
 	$(VENV)/bin/misbench quality
+	$(VENV)/bin/misbench bench
+	$(VENV)/bin/misbench evaluate
 	$(VENV)/bin/misbench tables
 
 test: setup
@@ -48,3 +51,4 @@ bench: setup
 	$(VENV)/bin/python benchmarks/ingest.py
 	$(VENV)/bin/python benchmarks/generate.py
 	$(VENV)/bin/python benchmarks/quality.py
+	$(VENV)/bin/python benchmarks/answering.py

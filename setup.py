@@ -27,6 +27,9 @@ setup(
         "PyYAML>=6",
         "SPARQLWrapper==2.0.0",
         "openpyxl>=3.1",  # XLSX annotation sheets (human evaluation)
+        # Evaluation runs: a sqlite store in the lake folder on the embedded default, the
+        # workspace on Databricks; matplotlib (an mlflow dependency) draws the figures.
+        "mlflow==3.17.2",
     ],
     extras_require={
         # The embedded default LLM: llama.cpp (compiled at install, ~5 min on 2 cores) and
@@ -35,6 +38,9 @@ setup(
         # GPU clusters: vLLM's offline engine and the quality models (the image brings torch).
         "gpu": ["vllm", *QUALITY],
         "quality": QUALITY,
+        # benchmarks/lm_eval_agreement.py: the exported task run by lm-evaluation-harness on the
+        # small model's transformers form (read from its GGUF file).
+        "lmeval": ["lm-eval==0.4.13", "gguf==0.19.0"],
         "dev": [
             "pytest>=8",
             "pysail==0.7.2",  # Spark Connect server with Delta support: tests the Spark-native lake

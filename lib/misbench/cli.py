@@ -59,6 +59,30 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("quality", parents=[common],
                         help="check generated texts: completeness, entailment, question similarity")
 
+    commands.add_parser("bench", parents=[common],
+                        help="assemble multiple-choice questions from claims and the texts that passed quality")
+
+    evaluate = commands.add_parser("evaluate", parents=[common],
+                                   help="evaluate models on the questions: MR, TendCM, detection, RtD; MLflow runs")
+    evaluate.add_argument("--model", nargs="+", metavar="NAME", default=None,
+                          help="models to evaluate: a model of the configured backend, or BACKEND:MODEL "
+                               "(llama_cpp, vllm, openai); default: the configured model")
+    evaluate.add_argument("--settings", nargs="+", metavar="SETTING",
+                          help="probe detection single pair style desc rtd (default: evaluate.settings)")
+    evaluate.add_argument("--source", default="wikidata",
+                          help="question set: wikidata (built here) or the name of an imported set")
+    evaluate.add_argument("--limit", type=int, metavar="N", help="only the first N questions (by id)")
+
+    export = commands.add_parser("export", parents=[common], help="write the questions for other tools")
+    export.add_argument("--format", choices=("hf", "lm-eval"), required=True)
+    export.add_argument("--out", required=True, metavar="DIR")
+    export.add_argument("--source", default="wikidata")
+
+    imported = commands.add_parser("import-misbench", parents=[common],
+                                   help="read question files in the published MisBench release format")
+    imported.add_argument("files", nargs="+", metavar="FILE", help="JSON lines (or a JSON array) of records")
+    imported.add_argument("--name", default="misbench-release", help="source name of the imported set")
+
     human_eval = commands.add_parser("human-eval", help="human evaluation of the quality filters")
     steps = human_eval.add_subparsers(dest="step", required=True)
     export = steps.add_parser("export", parents=[common],
@@ -159,6 +183,60 @@ def _cmd_quality(args) -> int:
     return EXIT_OK
 
 
+def _cmd_bench(args) -> int:
+    from misbench.bench.job import run_bench
+
+    cfg, spark, lake = _open(args)
+    report = run_bench(spark, lake, cfg)
+    kinds = ", ".join(f"{k} {v}" for k, v in sorted(report.by_kind.items()))
+    settings = ", ".join(f"{k} {v}" for k, v in sorted(report.by_setting.items()))
+    left = "; ".join(f"{s}: {r} ({n})" for (s, r), n in sorted(report.left_out.items())) or "none"
+    spread = ", ".join(f"{k} {v}" for k, v in report.memory_positions.items())
+    print(f"bench: {report.questions} questions ({kinds}); per setting: {settings}; left out: {left}; "
+          f"true answer at letter: {spread}. See questions and bench_stats.")
+    return EXIT_OK
+
+
+def _cmd_evaluate(args) -> int:
+    from misbench.evaluate.job import run_evaluate
+
+    if args.limit:
+        args.overrides.append(f"evaluate.limit={args.limit}")
+    cfg, spark, lake = _open(args)
+    reports = run_evaluate(spark, lake, cfg, models=args.model, settings=args.settings, source=args.source)
+    from misbench.evaluate.tracking import store_location
+
+    for report in reports:
+        parts = []
+        for setting, (metric, value, n) in report.headline.items():
+            shown = "null" if value is None or value != value else f"{value:.3f}"
+            parts.append(f"{setting} {metric} {shown} (n={n})")
+        print(f"evaluate {report.model} ({report.backend}, {report.answer_mode}): {report.items} answers "
+              f"({report.answered_now} new, {report.unparsed} unparsed); " + "; ".join(parts)
+              + f"; MLflow run {report.mlflow_run_id}")
+    uri = store_location(cfg)[0]
+    print(f"evaluate: see eval_metrics and eval_responses; MLflow UI: mlflow ui --backend-store-uri {uri}")
+    return EXIT_OK
+
+
+def _cmd_export(args) -> int:
+    from misbench.bench.job import run_export
+
+    cfg, spark, lake = _open(args)
+    print(run_export(spark, lake, cfg, args.format, args.out, args.source))
+    return EXIT_OK
+
+
+def _cmd_import_misbench(args) -> int:
+    from misbench.bench.job import run_import
+
+    cfg, spark, lake = _open(args)
+    report = run_import(spark, lake, cfg, args.files, args.name)
+    print(f"import-misbench: {report.records} records -> {report.questions} questions (source {report.source}), "
+          f"{report.rejects} rejected (see import_rejects); evaluate with --source {report.source}")
+    return EXIT_OK
+
+
 def _cmd_human_eval(args) -> int:
     from pathlib import Path
 
@@ -234,7 +312,8 @@ def _print_rows(rows: list[dict], columns: Sequence[str], fmt: str) -> None:
 
 COMMANDS = {
     "ingest": _cmd_ingest, "claims": _cmd_claims, "generate": _cmd_generate, "quality": _cmd_quality,
-    "human-eval": _cmd_human_eval, "tables": _cmd_tables, "sql": _cmd_sql,
+    "bench": _cmd_bench, "evaluate": _cmd_evaluate, "export": _cmd_export,
+    "import-misbench": _cmd_import_misbench, "human-eval": _cmd_human_eval, "tables": _cmd_tables, "sql": _cmd_sql,
 }
 
 

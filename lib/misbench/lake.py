@@ -229,10 +229,16 @@ class DeltaRsLake(Lake):
 
         self._check(name, mode, partition_by, replace_partitions)
         partition_by = list(partition_by)
-        # Spark hands timestamps to Python as UTC instants.
-        arrow_schema = to_arrow_schema(spark_schema, timezone="UTC")
-        delta_schema = Schema.from_arrow(arrow_schema)
+        # Spark hands timestamps to Python as UTC instants. Tables are written with every
+        # column nullable: two writers of one table (a stage and an import) then agree even
+        # where Spark inferred a column of one of them as never null.
+        arrow_schema = _relaxed(to_arrow_schema(spark_schema, timezone="UTC"))
         uri = self.location(name)
+        if self.exists(name):
+            current = pa.schema(DeltaTable(uri).schema().to_arrow())
+            if _relaxed(current).equals(arrow_schema) and not current.equals(arrow_schema):
+                arrow_schema = current  # an older table with stricter flags: keep them
+        delta_schema = Schema.from_arrow(arrow_schema)
         write_files = _parquet_file_writer(uri, partition_by, arrow_schema)
         if produce is None:
             task = write_files
@@ -293,6 +299,27 @@ class DeltaRsLake(Lake):
             .when_not_matched_insert_all()
             .execute()
         )
+
+
+def _relaxed_type(data_type: pa.DataType) -> pa.DataType:
+    if pa.types.is_map(data_type):  # map keys stay non-null (Arrow and Delta require it)
+        return pa.map_(data_type.key_field, _relaxed_field(data_type.item_field))
+    if pa.types.is_large_list(data_type):
+        return pa.large_list(_relaxed_field(data_type.value_field))
+    if pa.types.is_list(data_type):
+        return pa.list_(_relaxed_field(data_type.value_field))
+    if pa.types.is_struct(data_type):
+        return pa.struct([_relaxed_field(data_type.field(i)) for i in range(data_type.num_fields)])
+    return data_type
+
+
+def _relaxed_field(field: pa.Field) -> pa.Field:
+    return pa.field(field.name, _relaxed_type(field.type), nullable=True, metadata=field.metadata)
+
+
+def _relaxed(schema: pa.Schema) -> pa.Schema:
+    """The schema with every field, element and value nullable."""
+    return pa.schema([_relaxed_field(f) for f in schema], metadata=schema.metadata)
 
 
 def _parquet_file_writer(table_uri: str, partition_by: list[str], arrow_schema: pa.Schema):

@@ -48,6 +48,20 @@ class Prompt:
         return messages
 
 
+def messages_column(prompt: Prompt, field_columns: dict[str, str]):
+    """A column of the prompt's chat messages (JSON) rendered from the named columns
+    (field -> column). The chat template is not applied here: backends apply it at run time."""
+    import json
+
+    from pyspark.sql import functions as F
+
+    @F.udf("string")
+    def render(*values):
+        return json.dumps(prompt.messages(dict(zip(field_columns.keys(), values))), ensure_ascii=False)
+
+    return render(*[F.col(c).cast("string") for c in field_columns.values()])
+
+
 def prompts_dir() -> Path:
     return project_dir() / "prompts"
 

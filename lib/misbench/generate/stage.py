@@ -28,7 +28,7 @@ import pandas as pd
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from misbench.prompts import Prompt
+from misbench.prompts import Prompt, messages_column
 
 EVIDENCE_KINDS = ("correct", "factual", "temporal", "semantic")
 STYLES = ("wikipedia", "news", "science", "blog", "technical", "confident")
@@ -56,12 +56,7 @@ GENERATED_SCHEMA = (
 
 def _prompt_udf(prompt: Prompt, field_columns: dict[str, str]):
     """Rendered chat messages (JSON) of a prompt, from the named columns."""
-
-    @F.udf("string")
-    def render(*values):
-        return json.dumps(prompt.messages(dict(zip(field_columns.keys(), values))), ensure_ascii=False)
-
-    return render(*[F.col(c).cast("string") for c in field_columns.values()]), prompt
+    return messages_column(prompt, field_columns), prompt
 
 
 def _request_key(model: str, sampling_key: str) -> F.Column:

@@ -79,14 +79,16 @@ class LLMBackend(ABC):
 
 
 def scores_from_top(candidates, options: Sequence[str]) -> list[float]:
-    """Per option, the best log-probability among (token, logprob) ``candidates`` whose token,
-    stripped, is the option; -inf where none is."""
+    """Per option, the log-probability of the (token, logprob) ``candidates`` whose token,
+    stripped, is the option ("A" and " A" add up); -inf where none is."""
     import math
 
     top: dict[str, float] = {}
     for token, logprob in candidates:
         token = (token or "").strip()
-        top[token] = max(top.get(token, -math.inf), logprob)
+        earlier = top.get(token, -math.inf)
+        top[token] = logprob if earlier == -math.inf else max(earlier, logprob) + math.log1p(
+            math.exp(-abs(earlier - logprob)))
     return [top.get(option.strip(), -math.inf) for option in options]
 
 

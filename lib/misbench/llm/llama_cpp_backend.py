@@ -196,9 +196,10 @@ class LlamaCppBackend(LLMBackend):
         return results
 
     def option_logprobs(self, prompt: Messages, options: Sequence[str]) -> list[float]:
-        """Log-probability of each option's first token as the reply's first token, from the
-        logits after the chat prompt (no logits_all: that would hold a vocabulary-sized row
-        per context token)."""
+        """Log-probability that the reply starts with each option, from the logits after the
+        chat prompt (no logits_all: that would hold a vocabulary-sized row per context token).
+        An option is counted in both spellings a tokenizer may use for a reply's first word,
+        with and without a leading space ("A", " A"): their probabilities add up."""
         import numpy as np
 
         text = self._chat_text(prompt).prompt
@@ -212,6 +213,11 @@ class LlamaCppBackend(LLMBackend):
         normaliser = top + np.log(np.exp(logits - top).sum())
         scores = []
         for option in options:
-            ids = self.engine.tokenize(option.strip().encode("utf-8"), add_bos=False, special=False)
-            scores.append(float(logits[ids[0]] - normaliser) if ids else -math.inf)
+            first_tokens = set()
+            for spelling in (option.strip(), " " + option.strip()):
+                ids = self.engine.tokenize(spelling.encode("utf-8"), add_bos=False, special=False)
+                if ids:
+                    first_tokens.add(ids[0])
+            values = [logits[i] - normaliser for i in first_tokens]
+            scores.append(float(np.logaddexp.reduce(values)) if values else -math.inf)
         return scores

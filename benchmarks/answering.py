@@ -1,0 +1,81 @@
+"""Answering by option log-probabilities against generate-then-parse, on the same items.
+
+    python benchmarks/answering.py [--model MODEL] [--questions 8]
+
+Builds questions from the real Wikidata slice with hand-written texts (as the tests do), then
+runs ``misbench evaluate`` twice on the same items (probe, single, pair and detection) with the
+same model: (a) ``answer_mode=logprobs``: one forward pass per item, the letters'
+log-probabilities; (b) ``answer_mode=generate``: a greedy reply of up to 16 tokens read by the
+strict parse. Wall time of each answering pass (engine loads included: the first pass loads
+the model; both passes run in fresh worker processes, so both pay it) and agreement per item.
+The last line is ``logprobs_vs_generate r`` with r = (a items/s) / (b items/s).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parents[1]
+SLICE = PROJECT / "tests" / "data" / "wikidata-dump-slice-49.json"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="qwen2.5-coder-1.5b-instruct-q4km")
+    parser.add_argument("--questions", type=int, default=8)
+    args = parser.parse_args()
+    sys.path.insert(0, str(PROJECT / "lib"))
+    sys.path.insert(0, str(PROJECT))
+    import logging
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+
+    from misbench.bench.job import run_bench
+    from misbench.claims.job import run_claims
+    from misbench.config import load_config
+    from misbench.evaluate.job import run_evaluate
+    from misbench.ingest.job import run_ingest
+    from misbench.lake import open_lake
+    from misbench.spark import get_spark
+    from tests.bench.handmade import handmade_texts
+
+    lake_root = tempfile.mkdtemp(prefix="misbench-bench-answering-")
+    base = ["spark.master=local[2]", f"lake.root={lake_root}", f"llm.llama_cpp.model={args.model}",
+            f"evaluate.limit={args.questions}", "evaluate.commit_rows=1000", "evaluate.tasks=2"]
+    cfg = load_config("local", base)
+    spark = get_spark(cfg)
+    lake = open_lake(spark, cfg)
+    run_ingest(spark, lake, cfg, [str(SLICE)])
+    run_claims(spark, lake, cfg)
+    handmade_texts(spark, lake, {})
+    run_bench(spark, lake, cfg)
+    settings = ["probe", "single", "pair", "detection"]
+
+    timings, answers = {}, {}
+    for mode in ("logprobs", "generate"):
+        run_cfg = cfg.with_overrides([f"evaluate.answer_mode={mode}"])
+        started = time.perf_counter()
+        (report,) = run_evaluate(spark, lake, run_cfg, settings=settings)
+        timings[mode] = (time.perf_counter() - started, report.items)
+        rows = lake.read("eval_responses").where(f"answer_mode = '{mode}'").collect()
+        answers[mode] = {(r.setting, r.item_id): r for r in rows}
+        print(f"{mode}: {report.items} items in {timings[mode][0]:.1f} s, {report.unparsed} unparsed")
+    common = set(answers["logprobs"]) & set(answers["generate"])
+    read = [k for k in common if not answers["generate"][k].unparsed]
+    same = [k for k in read if answers["generate"][k].chosen_letter == answers["logprobs"][k].chosen_letter]
+    for setting in settings:
+        keys = [k for k in read if k[0] == setting]
+        agree = [k for k in keys if k in same]
+        print(f"agreement {setting}: {len(agree)}/{len(keys)} items where the generated reply could be read")
+    print(f"generate unparsed: {len(common) - len(read)}/{len(common)}")
+    print(f"agreement overall: {len(same)}/{len(read)} ({len(same) / max(1, len(read)):.3f})")
+    rate = {mode: items / seconds for mode, (seconds, items) in timings.items()}
+    print(f"logprobs_vs_generate {rate['logprobs'] / rate['generate']:.3f}")
+
+
+if __name__ == "__main__":
+    main()

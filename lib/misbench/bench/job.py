@@ -1,0 +1,121 @@
+"""The benchmark job: claims, conflicts and checked texts -> questions, bench_texts, bench_stats.
+
+Deterministic and idempotent: ids and option orders are seeded, and each run replaces the
+``wikidata`` partition of the three tables in one commit each (imported question sets live
+in partitions of their own source and are never touched here).
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from misbench.bench import stage
+from misbench.config import Config
+from misbench.lake import Lake
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class BenchReport:
+    questions: int
+    by_kind: dict
+    by_setting: dict
+    left_out: dict  # (setting, reason) -> claims
+    memory_positions: dict  # letter -> questions whose memory answer is there
+
+
+def write_partition(lake: Lake, df, name: str, source: str) -> None:
+    """Replace one source's rows of a table partitioned by ``source``."""
+    lake.write(df, name, partition_by=["source"], replace_partitions={"source": source})
+
+
+def run_bench(spark: SparkSession, lake: Lake, cfg: Config) -> BenchReport:
+    for table in ("claims", "conflicts", "evidence", "evidence_qc", "evidence_slots"):
+        if not lake.exists(table):
+            raise FileNotFoundError(f"table '{table}' does not exist: run misbench generate and quality first")
+    settings = cfg.get("bench")
+    texts = stage.passing_texts(lake.read("evidence_slots"), lake.read("evidence_qc"), lake.read("evidence"))
+    texts = texts.withColumn("source", F.lit(stage.SOURCE)).select(*stage.TEXT_COLUMNS)
+    write_partition(lake, texts, "bench_texts", stage.SOURCE)
+    questions, left_out = stage.questions(
+        lake.read("claims"), lake.read("conflicts"), lake.read("bench_texts").where(F.col("source") == stage.SOURCE),
+        int(settings["seed"]), settings["unsure_option"], settings["not_in_options_option"])
+    write_partition(lake, questions, "questions", stage.SOURCE)
+    questions = lake.read("questions").where(F.col("source") == stage.SOURCE)
+    problems = stage.options_problems(questions).count()
+    if problems:  # the stage's own guarantee; never write a benchmark that breaks it silently
+        raise RuntimeError(f"bench: {problems} questions break the option rules; see bench.stage.options_problems")
+    write_partition(lake, stage.bench_stats(questions, left_out, stage.SOURCE), "bench_stats", stage.SOURCE)
+    stats = lake.read("bench_stats").where(F.col("source") == stage.SOURCE).collect()
+    by_kind = {r["kind"]: r["count"] for r in stats if r["stat"] == "questions" and r["setting"] == "probe"}
+    by_setting: dict = {}
+    for r in stats:
+        if r["stat"] == "questions":
+            by_setting[r["setting"]] = by_setting.get(r["setting"], 0) + r["count"]
+    left = {}
+    for r in stats:
+        if r["stat"] == "left_out":
+            left[(r["setting"], r["reason"])] = left.get((r["setting"], r["reason"]), 0) + r["count"]
+    positions = {r["letter"]: r["count"] for r in stats if r["stat"] == "answer_position" and r["role"] == "memory"}
+    return BenchReport(questions=sum(by_kind.values()), by_kind=by_kind, by_setting=by_setting,
+                       left_out=left, memory_positions=dict(sorted(positions.items())))
+
+
+@dataclass(frozen=True)
+class ImportReport:
+    records: int
+    questions: int
+    rejects: int
+    source: str
+
+
+def run_import(spark: SparkSession, lake: Lake, cfg: Config, paths: list, source: str) -> ImportReport:
+    """Read MisBench release files into questions and bench_texts under ``source``;
+    records that cannot become questions go to import_rejects (that source's rows replaced)."""
+    from pathlib import Path
+
+    from misbench.bench import imports
+
+    if source == stage.SOURCE or not source.replace("-", "_").isidentifier():
+        raise ValueError(f"--name '{source}': letters, digits, '-' and '_', and not '{stage.SOURCE}'")
+    settings = cfg.get("bench")
+    records = imports.read_release(spark, [Path(p) for p in paths]).cache()
+    claims, conflicts, texts, rejects = imports.as_claims(records, source, int(settings["seed"]))
+    write_partition(lake, texts, "bench_texts", source)
+    questions, left_out = stage.questions(claims, conflicts, lake.read("bench_texts").where(F.col("source") == source),
+                                          int(settings["seed"]), settings["unsure_option"],
+                                          settings["not_in_options_option"], source=source)
+    write_partition(lake, questions, "questions", source)
+    stored = lake.read("questions").where(F.col("source") == source)
+    write_partition(lake, stage.bench_stats(stored, left_out, source), "bench_stats", source)
+    write_partition(lake, rejects, "import_rejects", source)
+    report = ImportReport(records=records.count(), questions=stored.count(),
+                          rejects=lake.read("import_rejects").where(F.col("source") == source).count(), source=source)
+    records.unpersist()
+    return report
+
+
+def run_export(spark: SparkSession, lake: Lake, cfg: Config, fmt: str, out, source: str) -> str:
+    """Write the question set of ``source`` as ``hf`` or ``lm-eval``; a line saying what was written."""
+    from pathlib import Path
+
+    from misbench.bench import exports
+    from misbench.evaluate import stage as evaluation
+    from misbench.prompts import load_prompt
+
+    out = Path(out)
+    questions = lake.read("questions").where(F.col("source") == source)
+    texts = lake.read("bench_texts").where(F.col("source") == source)
+    if fmt == "hf":
+        rows = exports.export_hf(questions, texts, out, name=f"misbench-{source}")
+        return f"export: {rows} questions -> {out / 'data' / 'test.parquet'} with dataset card {out / 'README.md'}"
+    if fmt == "lm-eval":
+        prompts = {setting: load_prompt(name) for setting, name in evaluation.PROMPTS.items()}
+        items = evaluation.choice_items(questions, texts, prompts)
+        tasks = exports.export_lm_eval(items, out)
+        return f"export: lm-eval tasks {', '.join(tasks)} (group misbench) -> {out}; run with --include_path {out}"
+    raise ValueError(f"--format '{fmt}' is not one of hf, lm-eval")

@@ -1,0 +1,306 @@
+"""The evaluation job: questions + bench_texts -> eval_responses, eval_metrics, MLflow runs.
+
+Per model (``--model``, several per call): build the items of the chosen settings, run RtD's
+steps where asked (key entity, its description, reconstructed evidence), answer every item
+that has no answer yet for that model, answer mode and rendered prompt (committed chunk by
+chunk, so a kill loses at most the chunk in flight and a rerun asks only what is missing),
+then compute the paper's metrics and record one MLflow run with a nested run per setting.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import math
+import uuid
+from dataclasses import dataclass, field
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from misbench.chunked import recover_chunk, run_chunks
+from misbench.claims.job import entity_labels
+from misbench.claims.stage import stable_id
+from misbench.config import Config, ConfigError
+from misbench.evaluate import metrics as metric_rules
+from misbench.evaluate import stage
+from misbench.generate.job import Generator, engine_name, model_identity
+from misbench.lake import Lake
+from misbench.llm import SamplingParams
+from misbench.prompts import load_prompt
+
+log = logging.getLogger(__name__)
+
+BACKENDS = ("llama_cpp", "vllm", "openai")
+
+
+@dataclass
+class ModelReport:
+    model: str
+    backend: str
+    answer_mode: str
+    items: int
+    answered_now: int
+    unparsed: int
+    mlflow_run_id: str
+    headline: dict = field(default_factory=dict)  # setting -> (metric, value, n)
+
+
+def model_config(cfg: Config, spec: str | None) -> Config:
+    """The config for one ``--model``: ``backend:model`` or a model of the configured backend."""
+    if not spec:
+        return cfg
+    backend, _, model = spec.partition(":")
+    if not model or backend not in BACKENDS:
+        backend, model = cfg.get("llm.backend"), spec
+    return cfg.with_overrides([f"llm.backend={backend}", f"llm.{backend}.model={model}"])
+
+
+def answer_mode(cfg: Config) -> str:
+    mode = str(cfg.get("evaluate.answer_mode"))
+    if mode == "auto":
+        return "logprobs"  # llama.cpp and vLLM give them; OpenAI-compatible servers return top log-probs
+    if mode not in ("logprobs", "generate"):
+        raise ConfigError(f"evaluate.answer_mode '{mode}' is not one of auto, logprobs, generate")
+    return mode
+
+
+def stratified_sample(questions: DataFrame, size: int, seed: int) -> DataFrame:
+    """About ``size`` questions keeping each (relation, kind) stratum's share (at least one
+    question per stratum), picked by a seeded hash: the same sample on every run."""
+    total = questions.count()
+    if total <= size:
+        return questions
+    from pyspark.sql import Window
+
+    stratum = Window.partitionBy("relation", "kind")
+    ranked = questions.withColumn("_rank", F.row_number().over(stratum.orderBy(F.xxhash64("question_id", F.lit(seed))))) \
+        .withColumn("_size", F.count("*").over(stratum))
+    keep = F.greatest(F.lit(1), F.round(F.col("_size") * F.lit(size / total)))
+    return ranked.where(F.col("_rank") <= keep).drop("_rank", "_size")
+
+
+class Evaluation:
+    """One ``misbench evaluate`` call for one model."""
+
+    def __init__(self, spark: SparkSession, lake: Lake, cfg: Config, source: str, settings: list[str]):
+        self.spark, self.lake, self.cfg = spark, lake, cfg
+        self.source, self.settings = source, settings
+        self.options = cfg.get("evaluate")
+        self.seed = int(self.options["seed"])
+        self.llm = cfg.get("llm")
+        self.model = model_identity(self.llm)
+        self.mode = answer_mode(cfg)
+        # by setting (the prompt each setting renders), and RtD's step prompts by name
+        self.prompts = {**{setting: load_prompt(name) for setting, name in stage.PROMPTS.items()},
+                        **{name: load_prompt(name) for name in stage.RTD_PROMPTS}}
+
+    # -- items ---------------------------------------------------------------------------
+    def questions(self) -> DataFrame:
+        questions = self.lake.read("questions").where(F.col("source") == self.source)
+        limit = self.options.get("limit")
+        if limit:
+            questions = questions.orderBy("question_id").limit(int(limit))
+        if self.llm["backend"] == "openai" and self.options.get("api_sample"):
+            questions = stratified_sample(questions, int(self.options["api_sample"]), self.seed)
+        return questions
+
+    def items(self, questions: DataFrame, texts: DataFrame) -> DataFrame:
+        yes, no = self.options["yes_option"], self.options["no_option"]
+        frames = []
+        choice = [s for s in self.settings if s in stage.CHOICE_SETTINGS]
+        if choice:
+            frames.append(stage.choice_items(questions, texts, self.prompts).where(F.col("setting").isin(choice)))
+        if "detection" in self.settings:
+            frames.append(stage.detection_items(stage.detection_passages(questions, texts),
+                                                self.prompts, self.seed, yes, no))
+        if "desc" in self.settings or "rtd" in self.settings:
+            entries = stage.detection_passages(questions, texts, styles=[stage.ENTRY_STYLE])
+            entities, references = self.rtd_steps(entries)
+            if "desc" in self.settings:
+                frames.append(stage.desc_items(entries, entities, self.prompts, self.seed, yes, no))
+            if "rtd" in self.settings:
+                frames.append(stage.rtd_items(entries, references, self.prompts, self.seed, yes, no))
+        out = frames[0]
+        for frame in frames[1:]:
+            out = out.unionByName(frame)
+        return out
+
+    def rtd_steps(self, entries: DataFrame) -> tuple[DataFrame, DataFrame]:
+        """RtD's first steps for the encyclopedia entries: the model names the passage's key
+        entity; the entity is found in ``entities`` (label or alias) for its description; the
+        model writes evidence about it from that description. Outputs in ``rtd_steps``
+        (generations) and ``rtd_entities`` (per model and passage: extracted name, entity,
+        description, whether it is the claim's subject)."""
+        rtd = self.options["rtd"]
+        step_cfg = self.cfg.with_overrides(["generate.min_words=1", f"generate.commit_rows={self.options['commit_rows']}"])
+        generator = Generator(self.spark, self.lake, step_cfg)
+        greedy = dict(temperature=0.0, top_p=1.0, seed=self.seed, min_tokens=0)
+        naming = SamplingParams(max_tokens=int(rtd["entity_max_tokens"]), **greedy)
+        requests = stage.step_requests(entries, self.prompts["rtd_entity"], {"passage": "passage"}, "rtd_entity",
+                                       self.model, naming.key())
+        self.lake.write(requests, "rtd_requests_entity")
+        requests = self.lake.read("rtd_requests_entity")
+        generator.run("rtd key entity", requests, "rtd_steps", naming)
+        named = self.lake.read("rtd_steps").join(requests.select("evidence_id"), "evidence_id", "left_semi") \
+            .where(F.col("error").isNull()) \
+            .select(F.col("source_evidence_id").alias("passage_id"), "claim_id",
+                    stage.entity_name(F.col("text")).alias("extracted"))
+        resolved = stage.resolve_entities(named, entity_labels(self.lake), self.lake.read("claims"))
+        resolved = self.described_over_sparql(resolved) \
+            .withColumn("model", F.lit(self.model)) \
+            .withColumn("entity_key", stable_id(F.lit(self.model), F.col("passage_id")))
+        self.lake.upsert(resolved, "rtd_entities", ["entity_key"])
+        entities = self.lake.read("rtd_entities").where(F.col("model") == self.model) \
+            .join(entries.select("passage_id"), "passage_id", "left_semi")
+        words = int(rtd["reconstruct_words"])
+        writing = SamplingParams(max_tokens=math.ceil(words * float(self.cfg.get("generate.tokens_per_word")) * 1.5),
+                                 **greedy)
+        sources = entries.select("passage_id", "claim_id", "hop", "kind").join(
+            entities.select("passage_id", "entity", F.coalesce("description", F.lit("(no description found)"))
+                            .alias("description")), "passage_id").withColumn("words", F.lit(words))
+        rebuild = stage.step_requests(sources, self.prompts["rtd_reconstruct"],
+                                      {"entity": "entity", "description": "description", "words": "words"},
+                                      "rtd_reconstruct", self.model, writing.key())
+        self.lake.write(rebuild, "rtd_requests_reconstruct")
+        rebuild = self.lake.read("rtd_requests_reconstruct")
+        generator.run("rtd reconstruction", rebuild, "rtd_steps", writing)
+        references = self.lake.read("rtd_steps").join(rebuild.select("evidence_id"), "evidence_id", "left_semi") \
+            .where(F.col("error").isNull()) \
+            .select(F.col("source_evidence_id").alias("passage_id"), F.col("text").alias("reference")) \
+            .join(entities.select("passage_id", "entity"), "passage_id")
+        return entities.select("passage_id", "entity", "description"), references
+
+    def described_over_sparql(self, resolved: DataFrame) -> DataFrame:
+        """Where the dump has no description for a resolved entity, the SPARQL endpoint's
+        (``claims.enrich``, when enabled; answers cached in ``entity_enrichment``)."""
+        settings = self.cfg.get("claims.enrich")
+        if not settings.get("enabled"):
+            return resolved
+        from misbench.claims.enrich import ENRICHMENT_SCHEMA, enrich_batches
+
+        wanted = resolved.where(F.col("entity_id").isNotNull() & F.col("description").isNull()) \
+            .select(F.col("entity_id").alias("id")).distinct()
+        if self.lake.exists("entity_enrichment"):
+            wanted = wanted.join(self.lake.read("entity_enrichment").where(F.col("found").isNotNull())
+                                 .select("id"), "id", "left_anti")
+        if wanted.count():
+            fetched = wanted.repartition(int(settings["parallelism"])).mapInArrow(
+                enrich_batches(settings, self.cfg.get("ingest.languages")[0]), ENRICHMENT_SCHEMA)
+            self.lake.upsert(fetched, "entity_enrichment", ["id"])
+        if not self.lake.exists("entity_enrichment"):
+            return resolved
+        found = self.lake.read("entity_enrichment").where(F.col("found")) \
+            .select(F.col("id").alias("entity_id"), F.col("description").alias("fetched"))
+        return resolved.join(found, "entity_id", "left") \
+            .withColumn("description", F.coalesce("description", "fetched")).drop("fetched")
+
+    # -- answers -------------------------------------------------------------------------
+    def answer(self, items: DataFrame, run_id: str) -> tuple[int, DataFrame]:
+        """Answer what is not answered yet; returns (rows answered now, this call's responses)."""
+        options = self.options
+        keyed = items.withColumn("response_id", stage.response_key(self.model, self.mode))
+        self.lake.write(keyed, "eval_items")
+        keyed = self.lake.read("eval_items")
+        recover_chunk(self.lake, "eval_responses", "response_id")
+        done = self.lake.read("eval_responses").select("response_id", "error", "attempts") \
+            if self.lake.exists("eval_responses") else None
+        self.lake.write(stage.pending(keyed, done, int(options["max_attempts"])), "eval_queue")
+        queue = self.lake.read("eval_queue")
+        total = queue.count()
+        answered = 0
+        if total:
+            sampling = dict(options["generate_sampling"])
+            produce = stage.answer_batches(self.llm, self.mode, sampling, run_id)
+            for written in run_chunks(self.lake, queue, total, produce, stage.RESPONSE_SCHEMA, "eval_responses",
+                                      "response_id", int(options["commit_rows"]), int(options["tasks"]),
+                                      float(options["gpus_per_task"] or 0), label=f"evaluate {self.model}",
+                                      engine=engine_name(self.llm), unit="answers",
+                                      progress_every_s=float(options["progress_seconds"])):
+                answered += written.count()
+        responses = self.lake.read("eval_responses").join(keyed.select("response_id"), "response_id", "left_semi")
+        return answered, responses
+
+
+def _metric_id() -> F.Column:
+    return stable_id(*[F.coalesce(F.col(c).cast("string"), F.lit("~")) for c in (
+        "model", "answer_mode", "source", "setting", "metric", "kind", "hop", "style", "topic", "memory")])
+
+
+def run_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list[str] | None = None,
+                 settings: list[str] | None = None, source: str = "wikidata") -> list[ModelReport]:
+    import mlflow
+
+    from misbench.evaluate import figures, tracking
+
+    for table in ("questions", "bench_texts"):
+        if not lake.exists(table):
+            raise FileNotFoundError(f"table '{table}' does not exist: run misbench bench (or import-misbench) first")
+    settings = list(settings or cfg.get("evaluate.settings"))
+    unknown = sorted(set(settings) - set(stage.SETTINGS))
+    if unknown:
+        raise ConfigError(f"unknown settings {unknown}; known: {', '.join(stage.SETTINGS)}")
+    if "probe" not in settings:
+        settings.insert(0, "probe")  # Memory / Unknown come from it
+    tracking.open_experiment(cfg)
+    reports = []
+    for spec in models or [None]:
+        model_cfg = model_config(cfg, spec)
+        evaluation = Evaluation(spark, lake, model_cfg, source, settings)
+        questions = evaluation.questions()
+        texts = lake.read("bench_texts").where(F.col("source") == source)
+        evaluation_id = uuid.uuid4().hex[:12]
+        with mlflow.start_run(run_name=f"evaluate {evaluation.model}") as parent:
+            mlflow.set_tags({"misbench.evaluation_id": evaluation_id, "misbench.source": source})
+            mlflow.log_params({
+                "model": evaluation.model, "backend": evaluation.llm["backend"], "answer_mode": evaluation.mode,
+                "seed": evaluation.seed, "source": source, "settings": ",".join(settings),
+                "temperature": 0.0, "sampling": SamplingParams(**evaluation.options["generate_sampling"]).key(),
+                **{f"prompt.{key}": f"{prompt.name}:{prompt.sha}" for key, prompt in sorted(evaluation.prompts.items())},
+            })
+            tracking.log_tables_as_inputs(lake, ["questions", "bench_texts", "claims", "conflicts", "evidence_qc"])
+            items = evaluation.items(questions, texts)
+            answered, responses = evaluation.answer(items, parent.info.run_id)
+            responses = metric_rules.with_memory(responses, responses).cache()
+            computed = metric_rules.compute_metrics(responses, settings).cache()
+            setting_runs = {}
+            for setting in settings:
+                with mlflow.start_run(run_name=setting, nested=True) as child:
+                    setting_runs[setting] = child.info.run_id
+                    rows = [r.asDict() for r in computed.where(F.col("setting") == setting).collect()]
+                    values = {tracking.metric_key(r["metric"], r): r["value"] for r in rows if r["value"] is not None}
+                    values.update({f"n/{tracking.metric_key(r['metric'], r)}": r["n"] for r in rows})
+                    mlflow.log_metrics(values)
+            now = dt.datetime.now(dt.timezone.utc)
+            run_ids = F.create_map(*[x for s, run in setting_runs.items() for x in (F.lit(s), F.lit(run))])
+            rows = computed.select(
+                F.lit(evaluation_id).alias("evaluation_id"), "model", "answer_mode", F.lit(source).alias("source"),
+                "setting", "metric", "value", "n", "items", "kind", "hop", "style", "topic", "memory",
+                F.element_at(run_ids, F.col("setting")).alias("mlflow_run_id"), F.lit(now).alias("computed_at"),
+            ).withColumn("metric_id", _metric_id())
+            lake.upsert(rows, "eval_metrics", ["metric_id"])
+            table = lake.read("eval_metrics").where(F.col("evaluation_id") == evaluation_id).toPandas()
+            mlflow.log_table(table.drop(columns=["computed_at"]), artifact_file="eval_metrics.json")
+            for name, draw in figures.FIGURES.items():
+                figure = draw(table, evaluation.model)
+                if figure is not None:
+                    mlflow.log_figure(figure, name)
+            per_item = responses.withColumn("role_probabilities", F.to_json("role_probabilities")).toPandas()
+            tracking.log_parquet(per_item, "eval_responses.parquet")
+            headline = {}
+            for setting, metric in (("probe", "accuracy"), ("detection", "success_rate"), ("single", "memorization_ratio"),
+                                    ("pair", "tendcm"), ("style", "memorization_ratio"), ("desc", "success_rate"),
+                                    ("rtd", "success_rate")):
+                match = table[(table["setting"] == setting) & (table["metric"] == metric)
+                              & table[["kind", "hop", "style", "topic", "memory"]].isna().all(axis=1)]
+                if not match.empty:
+                    headline[setting] = (metric, match.iloc[0]["value"], int(match.iloc[0]["n"]))
+                    value = match.iloc[0]["value"]
+                    if value is not None and not math.isnan(value):
+                        mlflow.log_metric(f"{setting}/{metric}", float(value))
+            responses.unpersist()
+            computed.unpersist()
+        reports.append(ModelReport(
+            model=evaluation.model, backend=evaluation.llm["backend"], answer_mode=evaluation.mode,
+            items=len(per_item), answered_now=answered, unparsed=int(per_item["unparsed"].fillna(False).sum()),
+            mlflow_run_id=parent.info.run_id, headline=headline))
+    return reports

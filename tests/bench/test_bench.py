@@ -1,0 +1,141 @@
+"""`misbench bench`, import and exports on claims built from the real slice, with hand-written
+texts standing in for generated ones (generation and quality have their own tests): which
+texts enter, the option rules, what is left out and counted, letters spread evenly."""
+import pandas as pd
+import pytest
+import yaml
+
+from misbench.bench import stage
+from misbench.bench.job import run_bench, run_export, run_import
+from tests.conftest import TEST_DATA, copy_lake
+
+@pytest.fixture()
+def bench_lake(spark, bench_root, tmp_path):
+    return copy_lake(spark, bench_root, tmp_path / "lake")
+
+
+def test_questions_follow_the_option_rules_and_only_passing_texts_enter(spark, cfg, bench_lake):
+    lake = bench_lake
+    claims = {r.claim_id: r for r in lake.read("claims").collect()}
+    conflicts = {(r.claim_id, r.kind): r for r in lake.read("conflicts").collect()}
+    questions = lake.read("questions").collect()
+    ordered = sorted(claims)
+    expected = {(c, k) for (c, k) in conflicts if not (c == ordered[0] and k == "temporal")}
+    assert {(q.claim_id, q.kind) for q in questions} == expected
+    assert stage.options_problems(lake.read("questions")).count() == 0
+    texts = {r.evidence_id: r for r in lake.read("bench_texts").collect()}
+    passed = {r.evidence_id for r in lake.read("evidence_qc").where("passed").collect()}
+    assert set(texts) == passed
+    for q in questions:
+        options = dict(zip(q.roles, q.options))
+        assert sorted(q.roles) == sorted(stage.ROLES)
+        assert options["memory"] == claims[q.claim_id].object_label
+        assert options["misinformation"] == conflicts[(q.claim_id, q.kind)].object_label
+        assert options["irrelevant"] == conflicts[(q.claim_id, q.kind)].irrelevant_label
+        assert [q.letters[role] for role in q.roles] == list(stage.LETTERS)
+        assert len({x for x in (normalized_text(o) for o in q.options)}) == 5
+        for style, evidence_id in q.misinformation_texts.items():
+            text = texts[evidence_id]
+            assert (text.claim_id, text.kind, text.style) == (q.claim_id, q.kind, style)
+        for style, evidence_id in q.correct_texts.items():
+            assert (texts[evidence_id].kind, texts[evidence_id].style) == ("correct", style)
+    by_key = {(q.claim_id, q.kind): q for q in questions}
+    assert "pair" not in by_key[(ordered[1], "factual")].settings  # its correct entry failed
+    assert "single" in by_key[(ordered[1], "factual")].settings
+    assert {"single", "pair"}.isdisjoint(by_key[(ordered[2], "factual")].settings)
+    assert "style" in by_key[(ordered[2], "factual")].settings
+    stats = lake.read("bench_stats").where("stat = 'left_out'").collect()
+    left = {(r.setting, r.kind, r.reason): r["count"] for r in stats}
+    assert left[("all", "temporal", "no passing misinformation text")] == 1
+    assert left[("pair", "factual", "no passing misinformation entry")] == 1
+    assert left[("single", "factual", "no passing misinformation entry")] == 1
+    assert sum(v for (s, _, r), v in left.items() if s == "pair" and r == "no passing correct entry") >= 1
+
+
+def normalized_text(text):
+    return "".join(ch for ch in text.casefold() if ch.isalnum())
+
+
+def test_a_rerun_gives_the_same_questions_and_orders(spark, cfg, bench_lake, tmp_path):
+    before = {r.question_id: (r.options, r.roles) for r in bench_lake.read("questions").collect()}
+    run_bench(spark, bench_lake, cfg.with_overrides([f"lake.root={tmp_path / 'lake'}"]))
+    after = {r.question_id: (r.options, r.roles) for r in bench_lake.read("questions").collect()}
+    assert before == after
+
+
+def test_memory_positions_are_dealt_evenly_over_the_letters(spark):
+    rows = [(f"c{i}", 1, "P1", "Topic", "thing", f"Q{i}", f"S{i}", f"Question {i}?", f"Answer {i}") for i in range(503)]
+    claims = spark.createDataFrame(rows, "claim_id string, hop int, relation string, topic string, answer_type string, "
+                                         "subject_id string, subject_label string, question string, object_label string")
+    conflicts = spark.createDataFrame([(f"c{i}", "factual", f"Wrong {i}", f"Other {i}") for i in range(503)],
+                                      "claim_id string, kind string, object_label string, irrelevant_label string")
+    texts = spark.createDataFrame([(f"e{i}", "wikidata", f"c{i}", "factual", "wikipedia", "text") for i in range(503)],
+                                  "evidence_id string, source string, claim_id string, kind string, style string, text string")
+    questions, _ = stage.questions(claims, conflicts, texts, seed=7)
+    spread = {r.letter: r["count"] for r in stage.position_spread(questions).where("role = 'memory'").collect()}
+    assert sorted(spread) == list(stage.LETTERS)
+    assert max(spread.values()) - min(spread.values()) <= 1
+    others = {r.letter: r["count"] for r in stage.position_spread(questions).where("role = 'misinformation'").collect()}
+    assert min(others.values()) > 503 / 5 * 0.6  # shuffled around the memory answer, not fixed
+    assert stage.options_problems(questions).count() == 0
+
+
+def test_options_equal_after_normalisation_leave_the_question_out(spark):
+    claims = spark.createDataFrame([("c1", 1, "P1", "T", "x", "Q1", "S", "Q?", "São Paulo")],
+                                   "claim_id string, hop int, relation string, topic string, answer_type string, "
+                                   "subject_id string, subject_label string, question string, object_label string")
+    conflicts = spark.createDataFrame([("c1", "factual", "Sao-Paulo", "Lima")],
+                                      "claim_id string, kind string, object_label string, irrelevant_label string")
+    texts = spark.createDataFrame([("e1", "wikidata", "c1", "factual", "wikipedia", "t")],
+                                  "evidence_id string, source string, claim_id string, kind string, style string, text string")
+    questions, left_out = stage.questions(claims, conflicts, texts, seed=1)
+    assert questions.count() == 0
+    assert [r.reason for r in left_out.collect()] == ["options not distinct after normalisation"]
+
+
+def test_import_of_release_records_and_their_rejects(spark, cfg, bench_lake, tmp_path):
+    run_cfg = cfg.with_overrides([f"lake.root={tmp_path / 'lake'}"])
+    report = run_import(spark, bench_lake, run_cfg, [str(TEST_DATA / "misbench-release-sample.jsonl")], "release")
+    assert report.records == 5 and report.rejects == 2
+    reasons = sorted(r.reason.split(":")[0] for r in bench_lake.read("import_rejects").collect())
+    assert reasons == ["missing object", "not a JSON object"]
+    questions = bench_lake.read("questions").where("source = 'release'").collect()
+    assert sorted(q.kind for q in questions) == ["factual", "factual", "factual", "semantic", "temporal"]
+    for q in questions:
+        options = dict(zip(q.roles, q.options))
+        assert options["irrelevant"] in {"University of Hamburg", "home tutoring", "University of Paris"}
+        assert normalized_text(options["irrelevant"]) not in {normalized_text(options["memory"]),
+                                                              normalized_text(options["misinformation"])}
+    deterding = [q for q in questions if q.question.startswith("Which educational")]
+    assert {dict(zip(q.roles, q.options))["memory"] for q in deterding} == {"University of Hamburg"}
+    assert all("pair" in q.settings for q in deterding)
+    # the wikidata questions are untouched by the import
+    assert bench_lake.read("questions").where("source = 'wikidata'").count() > 0
+
+
+def test_exports_for_hugging_face_and_lm_eval(spark, cfg, bench_lake, tmp_path):
+    run_cfg = cfg.with_overrides([f"lake.root={tmp_path / 'lake'}"])
+    run_export(spark, bench_lake, run_cfg, "hf", tmp_path / "hf", "wikidata")
+    frame = pd.read_parquet(tmp_path / "hf" / "data" / "test.parquet")
+    questions = {r.question_id: r for r in bench_lake.read("questions").collect()}
+    assert len(frame) == len(questions)
+    for row in frame.itertuples():
+        assert list(row.options)[stage.LETTERS.index(row.answer)] == dict(zip(questions[row.question_id].roles,
+                                                                            questions[row.question_id].options))["memory"]
+    card = (tmp_path / "hf" / "README.md").read_text()
+    header = yaml.safe_load(card.split("---")[1])
+    assert header["configs"][0]["data_files"][0]["path"] == "data/test.parquet"
+
+    run_export(spark, bench_lake, run_cfg, "lm-eval", tmp_path / "lm", "wikidata")
+    task = yaml.safe_load((tmp_path / "lm" / "misbench_probe.yaml").read_text())
+    assert task["output_type"] == "multiple_choice" and task["doc_to_choice"] == list(stage.LETTERS)
+    docs = pd.read_parquet(task["dataset_kwargs"]["data_files"]["test"])
+    assert len(docs) == len(questions)
+    for doc in docs.itertuples():
+        q = questions[doc.question_id]
+        assert f"{stage.LETTERS[doc.label]}. {dict(zip(q.roles, q.options))['memory']}" in doc.text
+        assert q.question in doc.text and "Passage" not in doc.text
+    single = pd.read_parquet(yaml.safe_load((tmp_path / "lm" / "misbench_single.yaml").read_text())
+                             ["dataset_kwargs"]["data_files"]["test"])
+    assert len(single) == sum("single" in q.settings for q in questions.values())
+    assert all("Passage:" in text for text in single["text"])

@@ -1,0 +1,166 @@
+"""`misbench evaluate` end to end with a real small model (Qwen2.5-Coder 0.5B on llama.cpp),
+real Spark, Delta tables and a real MLflow sqlite store, on questions built from the real
+slice: every setting, RtD and +Desc, metrics with their n, resumption and a kill -9."""
+import json
+import subprocess
+import sys
+
+import pytest
+from pyspark.sql import functions as F
+
+from misbench.cli import main
+from misbench.evaluate.job import run_evaluate
+from misbench.evaluate.stage import SETTINGS
+from tests.conftest import PROJECT, copy_lake, kill_after_commits
+
+SMALL = ["llm.llama_cpp.model=qwen2.5-coder-0.5b-instruct-q4km", "evaluate.commit_rows=24",
+         "evaluate.rtd.reconstruct_words=25", "evaluate.limit=3"]
+
+
+@pytest.fixture(scope="module")
+def evaluated(spark, cfg, bench_root, tmp_path_factory):
+    root = tmp_path_factory.mktemp("evaluate") / "lake"
+    lake = copy_lake(spark, bench_root, root)
+    run_cfg = cfg.with_overrides([f"lake.root={root}", *SMALL])
+    reports = run_evaluate(spark, lake, run_cfg)
+    return lake, run_cfg, reports
+
+
+def test_every_item_of_every_setting_gets_one_answer(evaluated):
+    lake, _, reports = evaluated
+    (report,) = reports
+    items = lake.read("eval_items")
+    responses = lake.read("eval_responses")
+    assert responses.count() == items.count() == report.items
+    assert responses.select("response_id").distinct().count() == responses.count()
+    assert {r.setting for r in responses.select("setting").distinct().collect()} == set(SETTINGS)
+    questions = {r.question_id for r in lake.read("questions").orderBy("question_id").limit(3).collect()}
+    assert {r.question_id for r in responses.collect()} <= questions
+    for row in responses.collect():
+        assert row.error is None
+        assert row.unparsed == (row.chosen_role is None)
+        if not row.unparsed:
+            assert row.roles[row.letters.index(row.chosen_letter)] == row.chosen_role
+            assert len(row.option_logprobs) == len(row.letters)
+            assert sum(row.role_probabilities.values()) == pytest.approx(1.0)
+        assert row.model == "qwen2.5-coder-0.5b-instruct-q4km" and row.answer_mode == "logprobs"
+    # detection items: two options, yes and no, each passage once per setting
+    detection = responses.where("setting = 'detection'").collect()
+    assert all(sorted(r.roles) == ["misinformation", "not_misinformation"] for r in detection)
+    assert len({tuple(r.evidence_ids) for r in detection}) == len(detection)
+
+
+def test_rtd_steps_are_stored_and_feed_desc_and_rtd(evaluated):
+    lake, _, _ = evaluated
+    entities = lake.read("rtd_entities").collect()
+    passages = {tuple(r.evidence_ids) for r in lake.read("eval_responses").where("setting = 'rtd'").collect()}
+    assert {(e.passage_id,) for e in entities} == passages
+    assert all(e.extracted for e in entities)
+    labels = {r.id: r for r in lake.read("entities").collect()}
+    for e in entities:  # a name found in entities is that entity, with its description
+        if e.entity_id is not None:
+            assert plain(labels[e.entity_id].label) == plain(e.extracted) or \
+                plain(e.extracted) in {plain(a) for a in labels[e.entity_id].aliases or []}
+            assert e.description == labels[e.entity_id].description
+    rebuilt = [json.loads(r.messages)[1]["content"] for r in lake.read("rtd_requests_reconstruct").collect()]
+    for e in entities:
+        assert any(e.entity in text and (e.description or "(no description found)") in text for text in rebuilt)
+    steps = lake.read("rtd_steps").groupBy("style").count().collect()
+    assert {r.style: r["count"] for r in steps} == {"rtd_entity": len(entities), "rtd_reconstruct": len(entities)}
+    rtd_prompt = lake.read("eval_items").where("setting = 'rtd'").first().messages
+    reference = lake.read("rtd_steps").where("style = 'rtd_reconstruct'").first().text
+    assert any(reference[:40] in json.loads(x.messages)[1]["content"]
+               for x in lake.read("eval_items").where("setting = 'rtd'").collect())
+    assert "Reference text about" in rtd_prompt
+
+
+def plain(text):
+    return "".join(ch for ch in text.casefold() if ch.isalnum())
+
+
+def test_metrics_carry_their_n_and_the_mlflow_runs(evaluated):
+    lake, cfg, (report,) = evaluated
+    metrics = lake.read("eval_metrics")
+    responses = lake.read("eval_responses")
+    for setting in SETTINGS:
+        overall = metrics.where(f"setting = '{setting}' AND metric = 'unparsed_rate'").where(
+            " AND ".join(f"{d} IS NULL" for d in ("kind", "hop", "style", "topic", "memory"))).collect()
+        assert len(overall) == 1
+        assert overall[0].n == responses.where(f"setting = '{setting}'").count()
+    probe = metrics.where("setting = 'probe' AND metric = 'accuracy' AND kind IS NULL AND hop IS NULL AND "
+                          "style IS NULL AND topic IS NULL AND memory IS NULL").first()
+    known = responses.where("setting = 'probe' AND chosen_role = 'memory'").count()
+    assert probe.value == pytest.approx(known / probe.n)
+    mr = metrics.where("setting = 'single' AND metric = 'memorization_ratio' AND kind IS NULL AND memory IS NULL "
+                       "AND style IS NULL AND hop IS NULL AND topic IS NULL").first()
+    assert (mr.value is None) == (mr.n == 0)
+    assert metrics.where(F.col("mlflow_run_id").isNull()).count() == 0
+
+    import mlflow
+
+    from misbench.evaluate.tracking import store_location
+
+    uri, _ = store_location(cfg)
+    assert uri.startswith("sqlite:///") and "_mlflow" in uri
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    parent = client.get_run(report.mlflow_run_id)
+    assert parent.data.params["model"] == "qwen2.5-coder-0.5b-instruct-q4km"
+    assert parent.data.params["prompt.probe"].startswith("eval_probe:")
+    assert {d.dataset.name for d in parent.inputs.dataset_inputs} >= {"questions", "bench_texts"}
+    children = client.search_runs([parent.info.experiment_id],
+                                  f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
+    assert {c.info.run_name for c in children} == set(SETTINGS)
+    assert {r.mlflow_run_id for r in metrics.collect()} == {c.info.run_id for c in children}
+    artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert {"eval_responses.parquet", "eval_metrics.json"} <= artifacts
+    assert any(path.endswith(".png") for path in artifacts)
+
+
+def test_a_rerun_asks_nothing_and_sql_answers_success_rate_by_style(spark, evaluated, capsys):
+    lake, cfg, (first,) = evaluated
+    before = {r.response_id: r.chosen_letter for r in lake.read("eval_responses").collect()}
+    (again,) = run_evaluate(spark, lake, cfg)
+    assert again.answered_now == 0 and again.items == first.items
+    assert {r.response_id: r.chosen_letter for r in lake.read("eval_responses").collect()} == before
+    code = main(["sql", "--lake", lake.root, "--format", "json", "SELECT style, value, n FROM eval_metrics "
+                 "WHERE model = 'qwen2.5-coder-0.5b-instruct-q4km' AND setting = 'detection' "
+                 "AND metric = 'success_rate' AND style IS NOT NULL AND kind IS NULL AND hop IS NULL "
+                 "AND memory IS NULL AND topic IS NULL ORDER BY style"])
+    assert code == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["style"] for r in rows] == ["blog", "news", "wikipedia"]
+    assert all(r["n"] > 0 for r in rows)
+
+
+def test_generated_answers_are_parsed_strictly(spark, cfg, bench_root, tmp_path):
+    root = tmp_path / "lake"
+    lake = copy_lake(spark, bench_root, root)
+    run_cfg = cfg.with_overrides([f"lake.root={root}", *SMALL, "evaluate.answer_mode=generate"])
+    (report,) = run_evaluate(spark, lake, run_cfg, settings=["probe", "single"])
+    rows = lake.read("eval_responses").collect()
+    assert report.answer_mode == "generate" and len(rows) == report.items > 0
+    for row in rows:
+        assert row.raw_answer is not None and row.option_logprobs is None
+        assert row.unparsed == (row.chosen_letter is None)
+        if row.chosen_letter:
+            reply = row.raw_answer.strip()
+            assert reply.startswith(row.chosen_letter) or reply.lower().startswith(("answer", "the"))  \
+                or row.chosen_letter in reply
+
+
+def test_kill_during_evaluation_then_rerun_loses_and_duplicates_nothing(spark, bench_root, tmp_path):
+    lake = copy_lake(spark, bench_root, tmp_path / "lake")
+    command = [sys.executable, "-m", "misbench.cli", "evaluate", "--lake", lake.root, "--settings", "probe",
+               "detection", "--set", "spark.master=local[2]"]
+    for setting in SMALL:
+        command += ["--set", setting]
+    command += ["--set", "evaluate.commit_rows=3", "--set", "evaluate.limit=4"]
+    kill_after_commits(command, lake.root + "/eval_responses/_delta_log", 2)
+    assert lake.exists("eval_responses") and not lake.exists("eval_metrics"), "the kill did not land mid-run"
+    before = {r.response_id: r.chosen_letter for r in lake.read("eval_responses").collect()}
+    rerun = subprocess.run(command, cwd=PROJECT, capture_output=True, text=True)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    after = lake.read("eval_responses").collect()
+    ids = [r.response_id for r in after]
+    assert len(ids) == len(set(ids)) == lake.read("eval_items").count()
+    assert all({r.response_id: r.chosen_letter for r in after}[k] == v for k, v in before.items())

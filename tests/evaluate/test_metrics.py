@@ -1,0 +1,181 @@
+"""The paper's metrics against hand-computed cases, and the strict reading of answers."""
+import math
+
+import pytest
+
+from misbench.evaluate import metrics
+from misbench.evaluate.stage import RESPONSE_SCHEMA, choose, parse_choice, role_probabilities
+
+LETTERS = ["A", "B", "C", "D", "E"]
+OPTIONS = ["Paris", "Lyon", "Unsure", "Not in the options", "Nice"]
+
+
+@pytest.mark.parametrize("reply, expected", [
+    ("B", "B"), (" B ", "B"), ("(B)", "B"), ("B.", "B"), ("B) Lyon", "B"), ("Answer: B", "B"),
+    ("The answer is B", "B"), ("B. Lyon", "B"), ("Lyon", "B"), ("Lyon.", "B"), ("not in the options", "D"),
+    ("B. Paris", None),            # a letter with another option's text
+    ("A or B", None), ("I think it is Lyon, or maybe Paris", None), ("", None), (None, None),
+    ("F", None),                   # not an option
+    ("a", None),                   # a word, not a letter
+    ("Marseille", None),
+])
+def test_strict_parse_reads_only_unambiguous_replies(reply, expected):
+    assert parse_choice(reply, LETTERS, OPTIONS) == expected
+
+
+def test_choice_from_log_probabilities_and_unreadable_scores():
+    assert choose([-3.0, -0.5, -2.0]) == 1
+    assert choose([-math.inf, -math.inf]) is None  # nothing to read: unparsed, never option A
+    assert choose([-math.inf, -7.0]) == 1
+    probabilities = role_probabilities([math.log(0.2), math.log(0.6), math.log(0.2)], ["memory", "misinformation", "x"])
+    assert probabilities["misinformation"] == pytest.approx(0.6)
+    assert role_probabilities([-math.inf], ["memory"]) is None
+
+
+def test_formulas_and_their_sign():
+    assert metrics.memorization_ratio(3, 1) == 0.75
+    assert metrics.memorization_ratio(0, 0) is None
+    assert metrics.tendcm(3, 1) == 0.5   # leaning to the correct evidence is positive
+    assert metrics.tendcm(1, 3) == -0.5
+    assert metrics.tendcm(0, 0) is None
+
+
+def _row(i, model, setting, question, kind, role, unparsed=False, style="wikipedia", error=None, p_memory=None,
+         hop=1, topic="Geography"):
+    return {
+        "response_id": f"r{i}", "model": model, "backend": "test", "answer_mode": "logprobs", "setting": setting,
+        "item_id": f"i{i}", "question_id": question, "claim_id": "c", "kind": kind, "hop": hop, "relation": "P1",
+        "topic": topic, "style": style, "evidence_ids": [], "prompt_name": "p", "prompt_hash": "h",
+        "letters": LETTERS, "roles": ["memory", "misinformation", "irrelevant", "unsure", "not_in_options"],
+        "raw_answer": None, "chosen_letter": None, "chosen_role": None if unparsed else role,
+        "option_logprobs": None, "role_probabilities": None if p_memory is None else {"memory": p_memory},
+        "unparsed": unparsed and error is None, "error": error, "attempts": 1, "latency_s": 0.0, "load_id": "l",
+        "mlflow_run_id": "run", "answered_at": None,
+    }
+
+
+def _frame(spark, rows):
+    from pyspark.sql.types import _parse_datatype_string
+
+    schema = _parse_datatype_string(RESPONSE_SCHEMA)
+    return spark.createDataFrame([tuple(r[f.name] for f in schema.fields) for r in rows], schema)
+
+
+def _value(frame, setting, metric, **dims):
+    rows = [r for r in frame.collect() if r.setting == setting and r.metric == metric
+            and all(getattr(r, d) == dims.get(d) for d in metrics.DIMENSIONS)]
+    assert len(rows) == 1, (setting, metric, dims, rows)
+    return rows[0].value, rows[0].n
+
+
+def test_metrics_by_hand(spark):
+    m = "model-x"
+    rows = [
+        # probe: q1, q2, q3 known (memory); q4 wrong; q5 unparsed -> Unknown
+        _row(1, m, "probe", "q1", "factual", "memory"), _row(2, m, "probe", "q2", "factual", "memory"),
+        _row(3, m, "probe", "q3", "temporal", "memory"), _row(4, m, "probe", "q4", "temporal", "irrelevant"),
+        _row(5, m, "probe", "q5", "factual", None, unparsed=True),
+        # single: on Memory questions q1 memory, q2 misinformation, q3 misinformation; q4 (Unknown) memory
+        _row(6, m, "single", "q1", "factual", "memory", p_memory=0.9),
+        _row(7, m, "single", "q2", "factual", "misinformation", p_memory=0.2),
+        _row(8, m, "single", "q3", "temporal", "misinformation", p_memory=0.1),
+        _row(9, m, "single", "q4", "temporal", "memory", p_memory=0.7),
+        _row(10, m, "single", "q5", "factual", None, unparsed=True),
+        # pair: 3 correct-evidence answers, 1 misinformation, 1 unsure
+        _row(11, m, "pair", "q1", "factual", "memory"), _row(12, m, "pair", "q2", "factual", "memory"),
+        _row(13, m, "pair", "q3", "temporal", "memory"), _row(14, m, "pair", "q4", "temporal", "misinformation"),
+        _row(15, m, "pair", "q5", "factual", "unsure"),
+        # detection: 2 of 3 misinformation passages flagged; 1 of 2 correct passages flagged; one engine error
+        _row(16, m, "detection", "q1", "factual", "misinformation"),
+        _row(17, m, "detection", "q2", "factual", "not_misinformation"),
+        _row(18, m, "detection", "q3", "temporal", "misinformation"),
+        _row(19, m, "detection", "q1", "correct", "misinformation"),
+        _row(20, m, "detection", "q2", "correct", "not_misinformation"),
+        _row(21, m, "detection", "q4", "temporal", None, error="RuntimeError: engine died"),
+    ]
+    responses = _frame(spark, rows)
+    with_memory = metrics.with_memory(responses, responses)
+    frame = metrics.compute_metrics(with_memory, ["probe", "single", "pair", "detection", "rtd"]).cache()
+
+    assert _value(frame, "probe", "accuracy") == (3 / 5, 5)
+    assert _value(frame, "probe", "unparsed_rate") == (1 / 5, 5)
+    # MR on Memory questions q1-q3: c=1, m=2
+    assert _value(frame, "single", "memorization_ratio") == (pytest.approx(1 / 3), 3)
+    assert _value(frame, "single", "memorization_ratio", kind="temporal") == (0.0, 1)
+    assert _value(frame, "single", "memorization_ratio", memory="unknown") == (None, 0)  # empty: null, n = 0
+    assert _value(frame, "single", "memory_answer_rate") == (2 / 5, 5)
+    assert _value(frame, "single", "unparsed_rate") == (1 / 5, 5)
+    assert _value(frame, "single", "memory_option_probability", memory="memory") == (pytest.approx(0.4), 3)
+    # TendCM: (3 - 1) / (3 + 1); positive = leaning to the correct evidence
+    assert _value(frame, "pair", "tendcm") == (0.5, 4)
+    assert _value(frame, "pair", "tendcm", memory="memory") == (1.0, 3)
+    assert _value(frame, "pair", "tendcm", memory="unknown") == (-1.0, 1)
+    assert _value(frame, "detection", "success_rate") == (2 / 3, 3)
+    assert _value(frame, "detection", "success_rate", kind="temporal") == (1.0, 1)
+    assert _value(frame, "detection", "false_alarm_rate") == (0.5, 2)
+    assert _value(frame, "detection", "error_rate") == (1 / 6, 6)
+    assert _value(frame, "detection", "success_rate", kind="factual", memory="memory") == (0.5, 2)
+    # a setting with no responses gives no rows, not zeros
+    assert frame.where("setting = 'rtd'").count() == 0
+
+
+def test_memory_joins_by_question_and_model_not_by_position(spark):
+    rows = [
+        _row(1, "a", "probe", "q2", "factual", "memory"), _row(2, "a", "probe", "q1", "factual", "irrelevant"),
+        _row(3, "b", "probe", "q1", "factual", "memory"),
+        _row(4, "a", "single", "q1", "factual", "memory"), _row(5, "a", "single", "q2", "factual", "memory"),
+        _row(6, "b", "single", "q1", "factual", "memory"), _row(7, "b", "single", "q2", "factual", "memory"),
+    ]
+    responses = metrics.with_memory(_frame(spark, rows), _frame(spark, rows))
+    labels = {(r.model, r.setting, r.question_id): r.memory for r in responses.collect()}
+    assert labels[("a", "single", "q1")] == "unknown" and labels[("a", "single", "q2")] == "memory"
+    assert labels[("b", "single", "q1")] == "memory" and labels[("b", "single", "q2")] == "no_probe"
+
+
+def test_model_names_pick_a_backend_or_keep_the_configured_one(cfg):
+    from misbench.evaluate.job import model_config
+
+    assert model_config(cfg, "openai:gpt-4o-mini").get("llm.backend") == "openai"
+    assert model_config(cfg, "openai:gpt-4o-mini").get("llm.openai.model") == "gpt-4o-mini"
+    local = model_config(cfg, "qwen2.5-coder-0.5b-instruct-q4km")
+    assert local.get("llm.backend") == "llama_cpp"
+    assert local.get("llm.llama_cpp.model") == "qwen2.5-coder-0.5b-instruct-q4km"
+    assert model_config(cfg, "vllm:Qwen/Qwen2.5-7B-Instruct").get("llm.vllm.model") == "Qwen/Qwen2.5-7B-Instruct"
+    # a colon inside a model name that is no backend stays part of the name
+    assert model_config(cfg, "models/x:y.gguf").get("llm.llama_cpp.model") == "models/x:y.gguf"
+
+
+def test_stratified_sample_keeps_relation_and_kind_shares(spark):
+    from misbench.evaluate.job import stratified_sample
+
+    rows = [(f"q{i}", "P17" if i < 600 else "P27", "factual" if i % 3 else "semantic") for i in range(900)]
+    questions = spark.createDataFrame(rows, "question_id string, relation string, kind string")
+    sample = stratified_sample(questions, 90, seed=3)
+    counts = {(r.relation, r.kind): r["count"] for r in sample.groupBy("relation", "kind").count().collect()}
+    assert counts == {("P17", "factual"): 40, ("P17", "semantic"): 20, ("P27", "factual"): 20,
+                      ("P27", "semantic"): 10}
+    assert {r.question_id for r in stratified_sample(questions, 90, seed=3).collect()} == \
+        {r.question_id for r in sample.collect()}
+
+
+def test_key_entity_is_resolved_by_name_and_the_claims_subject_wins_a_tie(spark):
+    from pyspark.sql import functions as F
+
+    from misbench.evaluate.stage import entity_name, resolve_entities
+
+    labels = spark.createDataFrame([
+        ("Q90", "Paris", "capital of France", [], ["City of Light"]),
+        ("Q830149", "Paris", "city in Texas", [], []),
+        ("Q7", "Douglas Adams", "English writer", [], ["Douglas Noel Adams"]),
+    ], "id string, label string, description string, instance_of array<string>, aliases array<string>")
+    claims = spark.createDataFrame([("c1", "Q90"), ("c2", "Q7"), ("c3", "Q1")], "claim_id string, subject_id string")
+    replies = spark.createDataFrame([
+        ("p1", "c1", "Paris."), ("p2", "c2", '"douglas noel adams"'), ("p3", "c3", "The entity is: Paris\nmore"),
+        ("p4", "c3", "Atlantis"),
+    ], "passage_id string, claim_id string, reply string")
+    named = replies.select("passage_id", "claim_id", entity_name(F.col("reply")).alias("extracted"))
+    rows = {r.passage_id: r for r in resolve_entities(named, labels, claims).collect()}
+    assert (rows["p1"].entity_id, rows["p1"].subject_match, rows["p1"].description) == ("Q90", True, "capital of France")
+    assert (rows["p2"].entity_id, rows["p2"].entity) == ("Q7", "Douglas Adams")  # by alias
+    assert rows["p3"].extracted == "Paris" and rows["p3"].entity_id == "Q830149"  # no subject among them: smallest id
+    assert (rows["p4"].entity_id, rows["p4"].entity, rows["p4"].description) == (None, "Atlantis", None)
