@@ -63,7 +63,7 @@ def test_a_rerun_gives_the_same_questions_and_orders(spark, cfg, bench_lake, tmp
     assert before == after
 
 
-def test_memory_positions_are_dealt_evenly_over_the_letters(spark):
+def test_memory_positions_spread_evenly_and_stay_put(spark):
     rows = [(f"c{i}", 1, "P1", "Topic", "thing", f"Q{i}", f"S{i}", f"Question {i}?", f"Answer {i}") for i in range(503)]
     claims = spark.createDataFrame(rows, "claim_id string, hop int, relation string, topic string, answer_type string, "
                                          "subject_id string, subject_label string, question string, object_label string")
@@ -74,7 +74,11 @@ def test_memory_positions_are_dealt_evenly_over_the_letters(spark):
     questions, _ = stage.questions(claims, conflicts, texts, seed=7)
     spread = {r.letter: r["count"] for r in stage.position_spread(questions).where("role = 'memory'").collect()}
     assert sorted(spread) == list(stage.LETTERS)
-    assert max(spread.values()) - min(spread.values()) <= 1
+    assert all(abs(count - 503 / 5) < 0.2 * 503 / 5 for count in spread.values()), spread
+    # a question's letters do not move when other questions come or go
+    fewer, _ = stage.questions(claims.where("claim_id < 'c3'"), conflicts, texts, seed=7)
+    before = {r.question_id: r.roles for r in questions.collect()}
+    assert all(before[r.question_id] == r.roles for r in fewer.collect())
     others = {r.letter: r["count"] for r in stage.position_spread(questions).where("role = 'misinformation'").collect()}
     assert min(others.values()) > 503 / 5 * 0.6  # shuffled around the memory answer, not fixed
     assert stage.options_problems(questions).count() == 0
@@ -96,16 +100,19 @@ def test_options_equal_after_normalisation_leave_the_question_out(spark):
 def test_import_of_release_records_and_their_rejects(spark, cfg, bench_lake, tmp_path):
     run_cfg = cfg.with_overrides([f"lake.root={tmp_path / 'lake'}"])
     report = run_import(spark, bench_lake, run_cfg, [str(TEST_DATA / "misbench-release-sample.jsonl")], "release")
-    assert report.records == 5 and report.rejects == 2
-    reasons = sorted(r.reason.split(":")[0] for r in bench_lake.read("import_rejects").collect())
-    assert reasons == ["missing object", "not a JSON object"]
+    assert report.records == 7 and report.rejects == 3
+    reasons = sorted(r.reason.split(" (")[0].split(":")[0] for r in bench_lake.read("import_rejects").collect())
+    assert reasons == ["duplicate of an earlier record", "missing object", "not a JSON object"]
     questions = bench_lake.read("questions").where("source = 'release'").collect()
-    assert sorted(q.kind for q in questions) == ["factual", "factual", "factual", "semantic", "temporal"]
+    assert sorted(q.kind for q in questions) == ["factual", "factual", "factual", "factual", "semantic", "temporal"]
+    curie = {"University of Paris", "Flying University"}
     for q in questions:
         options = dict(zip(q.roles, q.options))
-        assert options["irrelevant"] in {"University of Hamburg", "home tutoring", "University of Paris"}
+        assert options["irrelevant"] in {"University of Hamburg", "home tutoring"} | curie
         assert normalized_text(options["irrelevant"]) not in {normalized_text(options["memory"]),
                                                               normalized_text(options["misinformation"])}
+        if options["memory"] in curie:  # Marie Curie's other school is true for her: never a false option
+            assert options["irrelevant"] not in curie
     deterding = [q for q in questions if q.question.startswith("Which educational")]
     assert {dict(zip(q.roles, q.options))["memory"] for q in deterding} == {"University of Hamburg"}
     assert all("pair" in q.settings for q in deterding)

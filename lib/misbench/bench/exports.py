@@ -94,7 +94,7 @@ def lm_eval_rows(items: DataFrame) -> pd.DataFrame:
     })
 
 
-def task_yaml(task: str, data_file: Path, system: str) -> str:
+def task_yaml(task: str, data_file: Path) -> str:
     return f"""# lm-evaluation-harness task written by `misbench export --format lm-eval`.
 # Run: lm_eval --model hf --model_args pretrained=MODEL --include_path {data_file.parent} \\
 #        --tasks {task} --apply_chat_template --system_instruction "$(cat {task}.system.txt)"
@@ -129,9 +129,9 @@ def export_lm_eval(items: DataFrame, out: Path, prefix: str = "misbench") -> lis
         task = f"{prefix}_{setting}"
         data_file = (out / f"{task}.parquet").resolve()
         rows.to_parquet(data_file, index=False)
-        system = rows["system"].iloc[0]
-        (out / f"{task}.system.txt").write_text(system, encoding="utf-8")
-        (out / f"{task}.yaml").write_text(task_yaml(task, data_file, system), encoding="utf-8")
+        # lm-eval takes one system prompt per run (--system_instruction): the setting's own.
+        (out / f"{task}.system.txt").write_text(rows["system"].iloc[0], encoding="utf-8")
+        (out / f"{task}.yaml").write_text(task_yaml(task, data_file), encoding="utf-8")
         tasks.append(task)
     (out / f"{prefix}.yaml").write_text(
         f"group: {prefix}\ntask:\n" + "".join(f"  - {t}\n" for t in tasks)

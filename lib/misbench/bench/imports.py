@@ -6,7 +6,9 @@ The release (and the official code's inputs) are JSON lines, one claim per recor
 ``temporal_conflict_evidence`` and ``semantic_conflict_evidence`` (any may be missing);
 ``subject`` and ``hop`` where present. A record becomes one question per conflict kind with
 a text, assembled exactly as our own (``bench.stage.questions``); the irrelevant answer is the
-true answer of another record of the same relation, different by name from both others.
+true answer of another record of the same relation, different by name from both others and
+never an answer another record gives for the same subject and relation. A record without
+``hop`` is a one-hop claim.
 Records that cannot become a question go to ``import_rejects`` with the reason.
 """
 from __future__ import annotations
@@ -36,7 +38,10 @@ RECORD_SCHEMA = (
 
 def _records(path: Path) -> Iterable[tuple[int, object]]:
     """(line number, parsed record or the parse error) from a JSON-lines or a JSON-array file."""
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text (JSON lines or a JSON array expected): {exc}") from exc
     if text.lstrip().startswith("["):
         try:
             for index, record in enumerate(json.loads(text), start=1):
@@ -84,13 +89,26 @@ def _columns() -> list[str]:
 
 def as_claims(records: DataFrame, source: str, seed: int) -> tuple[DataFrame, DataFrame, DataFrame, DataFrame]:
     """(claims, conflicts, texts, rejects) in the shapes ``bench.stage.questions`` reads."""
-    usable = records.where(F.col("reason").isNull()) \
+    keyed = records.where(F.col("reason").isNull()) \
         .withColumn("claim_id", stable_id(F.lit(source), F.col("question"), F.col("object"), F.col("replaced_object")))
-    usable = usable.dropDuplicates(["claim_id"])
-    pool = usable.select("relation", F.col("object").alias("irrelevant_label")).distinct()
-    candidates = usable.select("claim_id", "relation", "object", "replaced_object").join(pool, "relation").where(
+    first = Window.partitionBy("claim_id").orderBy("file", "line")
+    keyed = keyed.withColumn("copy", F.row_number().over(first))
+    duplicates = keyed.where(F.col("copy") > 1).select("file", "line", F.lit(
+        "duplicate of an earlier record (same question and answers)").alias("reason"))
+    usable = keyed.where(F.col("copy") == 1).drop("copy")
+    subject = F.coalesce(normalized(F.col("subject")), normalized(F.col("question")))
+    pool = usable.select("relation", F.col("object").alias("irrelevant_label"),
+                         subject.alias("pool_subject")).distinct()
+    # Another record's answer is false for this one unless it answers the same subject and
+    # relation (a second school, a second employer): those never become the irrelevant option.
+    true_for_subject = usable.select("relation", subject.alias("pool_subject"),
+                                     normalized(F.col("object")).alias("true_name")).distinct()
+    candidates = usable.select("claim_id", "relation", "object", "replaced_object", subject.alias("pool_subject")) \
+        .join(pool.withColumnRenamed("pool_subject", "other_subject"), "relation").where(
         (normalized(F.col("irrelevant_label")) != normalized(F.col("object")))
         & (normalized(F.col("irrelevant_label")) != normalized(F.col("replaced_object"))))
+    candidates = candidates.withColumn("true_name", normalized(F.col("irrelevant_label"))) \
+        .join(true_for_subject, ["relation", "pool_subject", "true_name"], "left_anti")
     pick = Window.partitionBy("claim_id").orderBy(F.xxhash64("claim_id", "irrelevant_label", F.lit(seed)))
     irrelevant = candidates.withColumn("n", F.row_number().over(pick)).where("n = 1") \
         .select("claim_id", "irrelevant_label")
@@ -112,6 +130,7 @@ def as_claims(records: DataFrame, source: str, seed: int) -> tuple[DataFrame, Da
     no_irrelevant = usable.join(irrelevant, "claim_id", "left_anti").select(
         "file", "line", F.lit("no irrelevant answer: no other record of the relation has a different answer")
         .alias("reason"))
-    rejects = records.where(F.col("reason").isNotNull()).select("file", "line", "reason").unionByName(no_irrelevant) \
+    rejects = records.where(F.col("reason").isNotNull()).select("file", "line", "reason") \
+        .unionByName(duplicates).unionByName(no_irrelevant) \
         .withColumn("source", F.lit(source))
     return claims, conflicts, texts, rejects

@@ -33,6 +33,15 @@ def write_partition(lake: Lake, df, name: str, source: str) -> None:
     lake.write(df, name, partition_by=["source"], replace_partitions={"source": source})
 
 
+def check_options(questions) -> None:
+    """The stage's own guarantee, checked before anything is written: a benchmark that breaks
+    the option rules is never stored."""
+    problems = stage.options_problems(questions).count()
+    if problems:
+        raise RuntimeError(f"bench: {problems} questions break the option rules; nothing was written "
+                           "(see misbench.bench.stage.options_problems)")
+
+
 def run_bench(spark: SparkSession, lake: Lake, cfg: Config) -> BenchReport:
     for table in ("claims", "conflicts", "evidence", "evidence_qc", "evidence_slots"):
         if not lake.exists(table):
@@ -44,11 +53,9 @@ def run_bench(spark: SparkSession, lake: Lake, cfg: Config) -> BenchReport:
     questions, left_out = stage.questions(
         lake.read("claims"), lake.read("conflicts"), lake.read("bench_texts").where(F.col("source") == stage.SOURCE),
         int(settings["seed"]), settings["unsure_option"], settings["not_in_options_option"])
+    check_options(questions)
     write_partition(lake, questions, "questions", stage.SOURCE)
     questions = lake.read("questions").where(F.col("source") == stage.SOURCE)
-    problems = stage.options_problems(questions).count()
-    if problems:  # the stage's own guarantee; never write a benchmark that breaks it silently
-        raise RuntimeError(f"bench: {problems} questions break the option rules; see bench.stage.options_problems")
     write_partition(lake, stage.bench_stats(questions, left_out, stage.SOURCE), "bench_stats", stage.SOURCE)
     stats = lake.read("bench_stats").where(F.col("source") == stage.SOURCE).collect()
     by_kind = {r["kind"]: r["count"] for r in stats if r["stat"] == "questions" and r["setting"] == "probe"}
@@ -89,6 +96,7 @@ def run_import(spark: SparkSession, lake: Lake, cfg: Config, paths: list, source
     questions, left_out = stage.questions(claims, conflicts, lake.read("bench_texts").where(F.col("source") == source),
                                           int(settings["seed"]), settings["unsure_option"],
                                           settings["not_in_options_option"], source=source)
+    check_options(questions)
     write_partition(lake, questions, "questions", source)
     stored = lake.read("questions").where(F.col("source") == source)
     write_partition(lake, stage.bench_stats(stored, left_out, source), "bench_stats", source)

@@ -5,9 +5,9 @@ the memory answer (the true object), the misinformation answer (the object of th
 conflict: the false claim its texts state), an irrelevant answer of the same type (chosen by
 the claims stage, false by meaning), "Unsure" and "Not in the options". The order is seeded
 per question and stored (``options`` and ``roles`` aligned, ``letters`` per role). The memory
-answer's position is dealt round-robin within each kind and relation (from a seeded start
-letter per group), so right answers are spread evenly over A-E; the other roles are shuffled
-around it.
+answer's letter is drawn per question from its id and the seed (uniform over A-E, so right
+answers spread evenly, and stable when other questions come or go); the other roles are
+shuffled around it.
 
 Pure DataFrame functions; ``misbench.bench.job`` reads and writes the tables.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from misbench.claims.stage import normalized, stable_id
@@ -86,7 +86,8 @@ def questions(claims: DataFrame, conflicts: DataFrame, texts: DataFrame, seed: i
         .withColumn("question_id", stable_id(F.lit("question"), F.col("claim_id"), F.col("kind")))
     names = [F.col("memory_answer"), F.col("misinformation_answer"), F.col("irrelevant_answer"),
              F.lit(unsure), F.lit(not_in_options)]
-    distinct = F.size(F.array_distinct(F.array(*[normalized(n) for n in names]))) == len(names)
+    distinct = (F.size(F.array_distinct(F.array(*[normalized(n) for n in names]))) == len(names)) \
+        & F.forall(F.array(*names), lambda name: name.isNotNull() & (F.trim(name) != ""))
     has_entry = F.coalesce(F.col("misinformation_texts").getItem(ENTRY_STYLE).isNotNull(), F.lit(False))
     has_correct_entry = F.coalesce(F.col("correct_texts").getItem(ENTRY_STYLE).isNotNull(), F.lit(False))
     has_any = F.coalesce(F.size("misinformation_texts") > 0, F.lit(False))
@@ -115,10 +116,9 @@ def questions(claims: DataFrame, conflicts: DataFrame, texts: DataFrame, seed: i
     left_out = whole.unionByName(missing_setting).groupBy("setting", "kind", "reason").agg(F.count("*").alias("count"))
 
     kept = rows.where(F.col("reason").isNull())
-    deal = Window.partitionBy("kind", "relation").orderBy(_hash(F.col("question_id"), "deal", seed), "question_id")
-    # Each group starts at its own seeded letter, so small groups do not all start at A.
-    start = F.pmod(_hash(F.col("kind"), F.col("relation"), "start", seed), F.lit(5))
-    kept = kept.withColumn("memory_position", F.pmod(F.row_number().over(deal) - 1 + start, F.lit(5)).cast("int")) \
+    # Each question's letters come from its own id and the seed: adding or removing other
+    # questions never moves them (a moved letter is a new prompt, asked again).
+    kept = kept.withColumn("memory_position", F.pmod(_hash(F.col("question_id"), "memory", seed), F.lit(5)).cast("int")) \
         .withColumn("roles", _role_order(F.col("question_id"), F.col("memory_position"), seed))
     text_of = F.create_map(
         F.lit("memory"), F.col("memory_answer"), F.lit("misinformation"), F.col("misinformation_answer"),
@@ -168,7 +168,7 @@ def options_problems(questions: DataFrame) -> DataFrame:
     once with one letter, options distinct after normalisation. For tests and SQL checks."""
     normal = F.transform("options", lambda o: normalized(o))
     return questions.where(
-        (F.size("options") != 5) | (F.size(F.array_distinct("roles")) != 5)
+        ~F.forall("options", lambda o: o.isNotNull() & (F.trim(o) != "")) | (F.size("options") != 5) | (F.size(F.array_distinct("roles")) != 5)
         | (F.size(F.array_distinct(normal)) != 5) | (F.size(F.map_values("letters")) != 5)
         | (F.size(F.array_distinct(F.map_values("letters"))) != 5)
     )

@@ -91,6 +91,7 @@ class Evaluation:
         self.model = model_identity(self.llm)
         self.mode = answer_mode(cfg)
         # by setting (the prompt each setting renders), and RtD's step prompts by name
+        self.rtd_coverage: dict | None = None  # passages, named, described, reconstructed
         self.prompts = {**{setting: load_prompt(name) for setting, name in stage.PROMPTS.items()},
                         **{name: load_prompt(name) for name in stage.RTD_PROMPTS}}
 
@@ -168,6 +169,10 @@ class Evaluation:
             .where(F.col("error").isNull()) \
             .select(F.col("source_evidence_id").alias("passage_id"), F.col("text").alias("reference")) \
             .join(entities.select("passage_id", "entity"), "passage_id")
+        self.rtd_coverage = entries.select(
+            F.count("*").alias("passages")).join(entities.agg(
+                F.count("*").alias("named"), F.count("description").alias("described")), how="cross") \
+            .join(references.agg(F.count("*").alias("reconstructed")), how="cross").first().asDict()
         return entities.select("passage_id", "entity", "description"), references
 
     def described_over_sparql(self, resolved: DataFrame) -> DataFrame:
@@ -226,6 +231,39 @@ def _metric_id() -> F.Column:
         "model", "answer_mode", "source", "setting", "metric", "kind", "hop", "style", "topic", "memory")])
 
 
+def coverage_rows(spark: SparkSession, evaluation: "Evaluation", evaluation_id: str, source: str,
+                  runs: dict, now) -> DataFrame:
+    """RtD's steps as eval_metrics rows: passages whose key entity has no description (+Desc
+    and RtD then work without outside knowledge) and passages left out of +Desc / RtD because
+    a step failed, each out of the passages tried."""
+    coverage = evaluation.rtd_coverage
+    rows = []
+    if coverage is not None:
+        passages = int(coverage["passages"])
+        share = (lambda k: (k / passages) if passages else None)  # noqa: E731
+        for setting, metric, count in (
+                ("desc", "without_description", passages - int(coverage["described"])),
+                ("desc", "left_out_failed_step", passages - int(coverage["named"])),
+                ("rtd", "without_description", passages - int(coverage["described"])),
+                ("rtd", "left_out_failed_step", passages - int(coverage["reconstructed"]))):
+            if setting in runs:
+                rows.append((evaluation_id, evaluation.model, evaluation.mode, source, setting, metric,
+                             share(count), passages, passages, None, None, None, None, None, runs[setting], now))
+    frame = spark.createDataFrame(rows, metric_rules.METRICS_SCHEMA)
+    return frame.withColumn("metric_id", _metric_id())
+
+
+def replace_metrics(lake: Lake, rows: DataFrame, model: str, mode: str, source: str) -> None:
+    """This evaluation's rows replace every earlier row of the same model, answer mode and
+    source (a breakdown an earlier run had and this one lacks must not linger); earlier
+    evaluations stay in MLflow."""
+    if lake.exists("eval_metrics"):
+        earlier = lake.read("eval_metrics").where(
+            ~((F.col("model") == model) & (F.col("answer_mode") == mode) & (F.col("source") == source)))
+        rows = earlier.unionByName(rows)
+    lake.write(rows, "eval_metrics")  # Delta keeps the files read until the commit
+
+
 def run_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list[str] | None = None,
                  settings: list[str] | None = None, source: str = "wikidata") -> list[ModelReport]:
     import mlflow
@@ -241,7 +279,7 @@ def run_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list[str]
         raise ConfigError(f"unknown settings {unknown}; known: {', '.join(stage.SETTINGS)}")
     if "probe" not in settings:
         settings.insert(0, "probe")  # Memory / Unknown come from it
-    tracking.open_experiment(cfg)
+    tracking.close_abandoned_runs(tracking.open_experiment(cfg))
     reports = []
     for spec in models or [None]:
         model_cfg = model_config(cfg, spec)
@@ -277,7 +315,8 @@ def run_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list[str]
                 "setting", "metric", "value", "n", "items", "kind", "hop", "style", "topic", "memory",
                 F.element_at(run_ids, F.col("setting")).alias("mlflow_run_id"), F.lit(now).alias("computed_at"),
             ).withColumn("metric_id", _metric_id())
-            lake.upsert(rows, "eval_metrics", ["metric_id"])
+            rows = rows.unionByName(coverage_rows(spark, evaluation, evaluation_id, source, setting_runs, now))
+            replace_metrics(lake, rows, evaluation.model, evaluation.mode, source)
             table = lake.read("eval_metrics").where(F.col("evaluation_id") == evaluation_id).toPandas()
             mlflow.log_table(table.drop(columns=["computed_at"]), artifact_file="eval_metrics.json")
             for name, draw in figures.FIGURES.items():
@@ -287,11 +326,14 @@ def run_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list[str]
             per_item = responses.withColumn("role_probabilities", F.to_json("role_probabilities")).toPandas()
             tracking.log_parquet(per_item, "eval_responses.parquet")
             headline = {}
-            for setting, metric in (("probe", "accuracy"), ("detection", "success_rate"), ("single", "memorization_ratio"),
-                                    ("pair", "tendcm"), ("style", "memorization_ratio"), ("desc", "success_rate"),
-                                    ("rtd", "success_rate")):
+            for setting, metric, memory in (
+                    ("probe", "accuracy", None), ("detection", "success_rate", None),
+                    ("single", "memorization_ratio", None), ("pair", "tendcm", "memory"),
+                    ("style", "memorization_ratio", None), ("desc", "success_rate", None), ("rtd", "success_rate", None)):
+                rest = ["kind", "hop", "style", "topic"] + ([] if memory else ["memory"])
                 match = table[(table["setting"] == setting) & (table["metric"] == metric)
-                              & table[["kind", "hop", "style", "topic", "memory"]].isna().all(axis=1)]
+                              & table[rest].isna().all(axis=1)
+                              & ((table["memory"] == memory) if memory else True)]
                 if not match.empty:
                     headline[setting] = (metric, match.iloc[0]["value"], int(match.iloc[0]["n"]))
                     value = match.iloc[0]["value"]

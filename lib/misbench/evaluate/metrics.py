@@ -7,7 +7,9 @@
 - ``memorization_ratio`` (single, style): MR = Rc / (Rc + Rm) on the model's Memory questions,
   Rc and Rm the shares answered with the memory and the misinformation option.
 - ``tendcm`` (pair): TendCM = (Rc - Rm) / (Rc + Rm), in [-1, 1]; 1 = always the correct
-  evidence's answer. (The official code computes it with the opposite sign.)
+  evidence's answer. (The official code computes it with the opposite sign.) The paper
+  reports it with prior knowledge (Figure 5: the ``memory = 'memory'`` rows) and without
+  (Figure 15: ``memory = 'unknown'``); the rows without a memory breakdown pool both.
 - ``memory_answer_rate`` / ``misinformation_answer_rate`` (Rc, Rm), ``memory_option_probability``
   (mean probability of the memory option among the options, log-prob answering only),
   ``unparsed_rate`` (every setting) and ``error_rate`` (answers the engine failed to give).
@@ -28,6 +30,7 @@ DIMENSIONS = ("kind", "hop", "style", "topic", "memory")
 BREAKDOWNS: tuple[tuple[str, ...], ...] = (
     (), ("kind",), ("hop",), ("style",), ("topic",), ("memory",), ("kind", "hop"), ("kind", "memory"),
     ("hop", "memory"), ("kind", "hop", "memory"), ("style", "hop"), ("style", "kind"), ("style", "memory"),
+    ("style", "kind", "hop"),  # Table 4's base: detection of the encyclopedia entries by kind and hop
 )
 METRICS_SCHEMA = (
     "evaluation_id string, model string, answer_mode string, source string, setting string, metric string, "

@@ -43,6 +43,18 @@ def open_experiment(cfg: Config) -> str:
     return experiment_id
 
 
+def close_abandoned_runs(experiment_id: str) -> int:
+    """Runs of the experiment still RUNNING, left by a killed evaluation, are marked FAILED
+    (evaluations of one lake run one at a time)."""
+    import mlflow
+
+    client = mlflow.MlflowClient()
+    stale = client.search_runs([experiment_id], "attributes.status = 'RUNNING'")
+    for run in stale:
+        client.set_terminated(run.info.run_id, status="FAILED")
+    return len(stale)
+
+
 def log_tables_as_inputs(lake: Lake, names: list[str]) -> None:
     """Each input Delta table as an MLflow dataset with its location and version."""
     import mlflow

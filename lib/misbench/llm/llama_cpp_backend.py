@@ -204,8 +204,16 @@ class LlamaCppBackend(LLMBackend):
 
         text = self._chat_text(prompt).prompt
         tokens = self.engine.tokenize(text.encode("utf-8"), add_bos=False, special=True)
-        self.engine.reset()
-        self.engine.eval(tokens)
+        # Keep the cached prefix this prompt shares with the last one (the system prompt and
+        # instructions of a setting): only the rest is evaluated; at least one token is.
+        prefix = 0
+        cached = self.engine.input_ids[: self.engine.n_tokens]
+        for have, want in zip(cached, tokens[:-1]):
+            if have != want:
+                break
+            prefix += 1
+        self.engine.n_tokens = prefix  # eval() drops the cache beyond it
+        self.engine.eval(tokens[prefix:])
         # Without logits_all, llama.cpp keeps only the last token's logits, in its context.
         last = np.ctypeslib.as_array(self.engine._ctx.get_logits(), shape=(self.engine.n_vocab(),))
         logits = np.array(last, dtype=np.float64)
@@ -216,7 +224,9 @@ class LlamaCppBackend(LLMBackend):
             first_tokens = set()
             for spelling in (option.strip(), " " + option.strip()):
                 ids = self.engine.tokenize(spelling.encode("utf-8"), add_bos=False, special=False)
-                if ids:
+                # only a token that is the option's start (a tokenizer may split " A" into a
+                # bare space and "A"; the space says nothing about the option)
+                if ids and self.engine.detokenize([ids[0]]).decode("utf-8", "replace").strip():
                     first_tokens.add(ids[0])
             values = [logits[i] - normaliser for i in first_tokens]
             scores.append(float(np.logaddexp.reduce(values)) if values else -math.inf)
