@@ -40,7 +40,7 @@ setup(
         "quality": QUALITY,
         # benchmarks/lm_eval_agreement.py: the exported task run by lm-evaluation-harness on the
         # small model's transformers form (read from its GGUF file).
-        "lmeval": ["lm-eval==0.4.13", "gguf==0.19.0"],
+        "lmeval": ["lm-eval==0.4.13", "gguf==0.19.0", "accelerate==1.15.0"],
         "dev": [
             "pytest>=8",
             "pysail==0.7.2",  # Spark Connect server with Delta support: tests the Spark-native lake

@@ -35,14 +35,11 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
 
-    from misbench.bench.job import run_bench
-    from misbench.claims.job import run_claims
     from misbench.config import load_config
     from misbench.evaluate.job import run_evaluate
-    from misbench.ingest.job import run_ingest
     from misbench.lake import open_lake
     from misbench.spark import get_spark
-    from tests.bench.handmade import handmade_texts
+    from tests.bench.handmade import bench_lake_from_dump
 
     lake_root = tempfile.mkdtemp(prefix="misbench-bench-answering-")
     base = ["spark.master=local[2]", f"lake.root={lake_root}", f"llm.llama_cpp.model={args.model}",
@@ -50,10 +47,7 @@ def main() -> None:
     cfg = load_config("local", base)
     spark = get_spark(cfg)
     lake = open_lake(spark, cfg)
-    run_ingest(spark, lake, cfg, [str(SLICE)])
-    run_claims(spark, lake, cfg)
-    handmade_texts(spark, lake, {})
-    run_bench(spark, lake, cfg)
+    bench_lake_from_dump(spark, lake, cfg, str(SLICE))
     settings = ["probe", "single", "pair", "detection"]
 
     timings, answers = {}, {}

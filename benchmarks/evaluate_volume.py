@@ -36,14 +36,11 @@ def main() -> None:
 
     from ingest import SLICE, build_dump
 
-    from misbench.bench.job import run_bench
-    from misbench.claims.job import run_claims
     from misbench.config import load_config
     from misbench.evaluate.job import run_evaluate
-    from misbench.ingest.job import run_ingest
     from misbench.lake import open_lake
     from misbench.spark import get_spark
-    from tests.bench.handmade import handmade_texts
+    from tests.bench.handmade import bench_lake_from_dump
 
     slice_mb = SLICE.stat().st_size / 1_000_000
     dump, _ = build_dump(int(slice_mb * args.replicas) + 1)
@@ -53,10 +50,7 @@ def main() -> None:
                                 "evaluate.rtd.reconstruct_words=40", "generate.commit_rows=256"])
     spark = get_spark(cfg)
     lake = open_lake(spark, cfg)
-    run_ingest(spark, lake, cfg, [str(dump)])
-    claims = run_claims(spark, lake, cfg)
-    handmade_texts(spark, lake, {})
-    bench = run_bench(spark, lake, cfg)
+    claims, bench = bench_lake_from_dump(spark, lake, cfg, str(dump))
     print(f"claims {claims.claims}; questions {bench.questions} {bench.by_kind}; per setting {bench.by_setting}")
     print(f"left out {bench.left_out}; true answer per letter {bench.memory_positions}")
     started = time.perf_counter()

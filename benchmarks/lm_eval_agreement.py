@@ -34,15 +34,13 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
 
-    from misbench.bench.job import run_bench, run_export
-    from misbench.claims.job import run_claims
+    from misbench.bench.job import run_export
     from misbench.config import load_config
     from misbench.evaluate.job import run_evaluate
-    from misbench.ingest.job import run_ingest
     from misbench.lake import open_lake
     from misbench.llm.llama_cpp_backend import model_path
     from misbench.spark import get_spark
-    from tests.bench.handmade import handmade_texts
+    from tests.bench.handmade import bench_lake_from_dump
 
     work = Path(tempfile.mkdtemp(prefix="misbench-bench-lm-eval-"))
     overrides = ["spark.master=local[2]", f"lake.root={work / 'lake'}", f"llm.llama_cpp.model={args.model}"]
@@ -51,10 +49,7 @@ def main() -> None:
     cfg = load_config("local", overrides)
     spark = get_spark(cfg)
     lake = open_lake(spark, cfg)
-    run_ingest(spark, lake, cfg, [str(SLICE)])
-    run_claims(spark, lake, cfg)
-    handmade_texts(spark, lake, {})
-    run_bench(spark, lake, cfg)
+    bench_lake_from_dump(spark, lake, cfg, str(SLICE))
     (report,) = run_evaluate(spark, lake, cfg, settings=["probe"])
     ours = {r.question_id: r for r in lake.read("eval_responses").where("setting = 'probe'").collect()}
     print(f"misbench evaluate probe: accuracy {report.headline['probe'][1]:.3f} (n={report.headline['probe'][2]})")

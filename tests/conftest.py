@@ -170,19 +170,11 @@ def crash_workers_after_commits(command, delta_log: str, commits: int, signal_nu
 @pytest.fixture(scope="session")
 def bench_root(spark, cfg, tmp_path_factory):
     """Ingest and claims of the real slice, hand-written texts, then misbench bench."""
-    from misbench.bench.job import run_bench
-    from misbench.claims.job import run_claims
-    from misbench.ingest.job import run_ingest
     from misbench.lake import DeltaRsLake
+    from tests.bench.handmade import FAILING, bench_lake_from_dump
 
     require_slice()
     root = tmp_path_factory.mktemp("bench") / "lake"
-    run_cfg = cfg.with_overrides([f"lake.root={root}"])
-    lake = DeltaRsLake(spark, root=str(root))
-    run_ingest(spark, lake, run_cfg, [str(SLICE_JSON)])
-    run_claims(spark, lake, run_cfg)
-    from tests.bench.handmade import FAILING, handmade_texts
-
-    handmade_texts(spark, lake, FAILING)
-    run_bench(spark, lake, run_cfg)
+    bench_lake_from_dump(spark, DeltaRsLake(spark, root=str(root)), cfg.with_overrides([f"lake.root={root}"]),
+                         str(SLICE_JSON), FAILING)
     return root

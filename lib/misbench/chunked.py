@@ -129,6 +129,19 @@ def gpu_profile(gpus: float):
     return ResourceProfileBuilder().require(requests).build
 
 
+def pending_rows(requests: DataFrame, done: DataFrame | None, key: str, max_attempts: int) -> DataFrame:
+    """Requests without a result yet, or whose result failed with attempts left, with the
+    ``attempts`` they are at. ``done``: ``key``, error, attempts of earlier results."""
+    if done is None:
+        return requests.withColumn("attempts", F.lit(0))
+    earlier = done.select(key, F.col("error").alias("_earlier_error"), F.col("attempts").alias("_earlier_attempts"))
+    return requests.join(earlier, key, "left").where(
+        F.col("_earlier_attempts").isNull()
+        | (F.col("_earlier_error").isNotNull() & (F.col("_earlier_attempts") < max_attempts))
+    ).withColumn("attempts", F.coalesce(F.col("_earlier_attempts"), F.lit(0))) \
+        .drop("_earlier_error", "_earlier_attempts")
+
+
 def recover_chunk(lake: Lake, target: str, key: str) -> None:
     """A chunk written just before a kill: make sure it reached its table."""
     chunk_table = f"chunk_{target}"

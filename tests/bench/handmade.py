@@ -40,3 +40,16 @@ def handmade_texts(spark, lake, failing: dict):
 FAILING = {(0, "temporal", None): True, (1, "correct", "wikipedia"): True, (2, "factual", "wikipedia"): True}
 
 
+
+
+def bench_lake_from_dump(spark, lake, cfg, dump: str, failing: dict | None = None):
+    """Ingest a dump, build claims, stand hand-written texts in for generated ones and build
+    the questions: a benchmark without a generation run (tests and benchmarks)."""
+    from misbench.bench.job import run_bench
+    from misbench.claims.job import run_claims
+    from misbench.ingest.job import run_ingest
+
+    run_ingest(spark, lake, cfg, [str(dump)])
+    claims = run_claims(spark, lake, cfg)
+    handmade_texts(spark, lake, failing or {})
+    return claims, run_bench(spark, lake, cfg)

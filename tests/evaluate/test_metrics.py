@@ -8,6 +8,7 @@ from misbench.evaluate.stage import RESPONSE_SCHEMA, choose, parse_choice, role_
 
 LETTERS = ["A", "B", "C", "D", "E"]
 OPTIONS = ["Paris", "Lyon", "Unsure", "Not in the options", "Nice"]
+ROLES = ["memory", "misinformation", "irrelevant", "unsure", "not_in_options"]
 
 
 @pytest.mark.parametrize("reply, expected", [
@@ -46,8 +47,9 @@ def _row(i, model, setting, question, kind, role, unparsed=False, style="wikiped
         "response_id": f"r{i}", "model": model, "backend": "test", "answer_mode": "logprobs", "setting": setting,
         "item_id": f"i{i}", "question_id": question, "claim_id": "c", "kind": kind, "hop": hop, "relation": "P1",
         "topic": topic, "style": style, "evidence_ids": [], "prompt_name": "p", "prompt_hash": "h",
-        "letters": LETTERS, "roles": ["memory", "misinformation", "irrelevant", "unsure", "not_in_options"],
-        "raw_answer": None, "chosen_letter": None, "chosen_role": None if unparsed else role,
+        "letters": LETTERS, "roles": ROLES,
+        "raw_answer": None, "chosen_role": None if unparsed else role,
+        "chosen_letter": None if unparsed or error else (LETTERS[ROLES.index(role)] if role in ROLES else "B"),
         "option_logprobs": None, "role_probabilities": None if p_memory is None else {"memory": p_memory},
         "unparsed": unparsed and error is None, "error": error, "attempts": 1, "latency_s": 0.0, "load_id": "l",
         "mlflow_run_id": "run", "answered_at": None,
@@ -99,6 +101,7 @@ def test_metrics_by_hand(spark):
 
     assert _value(frame, "probe", "accuracy") == (3 / 5, 5)
     assert _value(frame, "probe", "unparsed_rate") == (1 / 5, 5)
+    assert _value(frame, "probe", "top_letter_share") == (3 / 4, 4)  # 3 of the 4 read answers on A
     # MR on Memory questions q1-q3: c=1, m=2
     assert _value(frame, "single", "memorization_ratio") == (pytest.approx(1 / 3), 3)
     assert _value(frame, "single", "memorization_ratio", kind="temporal") == (0.0, 1)

@@ -5,9 +5,11 @@ the memory answer (the true object), the misinformation answer (the object of th
 conflict: the false claim its texts state), an irrelevant answer of the same type (chosen by
 the claims stage, false by meaning), "Unsure" and "Not in the options". The order is seeded
 per question and stored (``options`` and ``roles`` aligned, ``letters`` per role). The memory
-answer's letter is drawn per question from its id and the seed (uniform over A-E, so right
-answers spread evenly, and stable when other questions come or go); the other roles are
-shuffled around it.
+answer's letter is dealt round-robin within each kind and relation, in a seeded order and
+from a seeded start letter per group, so right answers spread evenly over A-E (within one
+of each other in every group); the other roles are shuffled around it. The same questions
+get the same letters on every run; adding questions to a group moves letters within it (a
+moved letter is a new prompt, which evaluation asks again).
 
 Pure DataFrame functions; ``misbench.bench.job`` reads and writes the tables.
 """
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from misbench.claims.stage import normalized, stable_id
@@ -116,9 +118,11 @@ def questions(claims: DataFrame, conflicts: DataFrame, texts: DataFrame, seed: i
     left_out = whole.unionByName(missing_setting).groupBy("setting", "kind", "reason").agg(F.count("*").alias("count"))
 
     kept = rows.where(F.col("reason").isNull())
-    # Each question's letters come from its own id and the seed: adding or removing other
-    # questions never moves them (a moved letter is a new prompt, asked again).
-    kept = kept.withColumn("memory_position", F.pmod(_hash(F.col("question_id"), "memory", seed), F.lit(5)).cast("int")) \
+    # Dealt round-robin in a seeded order within each kind and relation, each group from its
+    # own seeded start letter: every group, small ones too, spreads evenly over A-E.
+    deal = Window.partitionBy("kind", "relation").orderBy(_hash(F.col("question_id"), "deal", seed), "question_id")
+    start = F.pmod(_hash(F.col("kind"), F.col("relation"), "start", seed), F.lit(5))
+    kept = kept.withColumn("memory_position", F.pmod(F.row_number().over(deal) - 1 + start, F.lit(5)).cast("int")) \
         .withColumn("roles", _role_order(F.col("question_id"), F.col("memory_position"), seed))
     text_of = F.create_map(
         F.lit("memory"), F.col("memory_answer"), F.lit("misinformation"), F.col("misinformation_answer"),

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from misbench.chunked import recover_chunk, run_chunks
+from misbench.chunked import pending_rows, recover_chunk, run_chunks
 from misbench.claims.job import entity_labels
 from misbench.claims.stage import stable_id
 from misbench.config import Config, ConfigError
@@ -209,7 +209,7 @@ class Evaluation:
         recover_chunk(self.lake, "eval_responses", "response_id")
         done = self.lake.read("eval_responses").select("response_id", "error", "attempts") \
             if self.lake.exists("eval_responses") else None
-        self.lake.write(stage.pending(keyed, done, int(options["max_attempts"])), "eval_queue")
+        self.lake.write(pending_rows(keyed, done, "response_id", int(options["max_attempts"])), "eval_queue")
         queue = self.lake.read("eval_queue")
         total = queue.count()
         answered = 0
@@ -325,6 +325,9 @@ def run_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list[str]
                     mlflow.log_figure(figure, name)
             per_item = responses.withColumn("role_probabilities", F.to_json("role_probabilities")).toPandas()
             tracking.log_parquet(per_item, "eval_responses.parquet")
+            figure = figures.memory_logprob_by_style(per_item, evaluation.model)
+            if figure is not None:
+                mlflow.log_figure(figure, "memory_logprob_by_style.png")
             headline = {}
             for setting, metric, memory in (
                     ("probe", "accuracy", None), ("detection", "success_rate", None),

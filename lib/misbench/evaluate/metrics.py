@@ -11,8 +11,10 @@
   reports it with prior knowledge (Figure 5: the ``memory = 'memory'`` rows) and without
   (Figure 15: ``memory = 'unknown'``); the rows without a memory breakdown pool both.
 - ``memory_answer_rate`` / ``misinformation_answer_rate`` (Rc, Rm), ``memory_option_probability``
-  (mean probability of the memory option among the options, log-prob answering only),
-  ``unparsed_rate`` (every setting) and ``error_rate`` (answers the engine failed to give).
+  (mean probability of the memory option among the options, log-prob answering only) and
+  ``memory_option_probability_when_chosen`` (the same over answers that chose it: Figure 7),
+  ``unparsed_rate`` (every setting), ``error_rate`` (answers the engine failed to give) and
+  ``top_letter_share`` (share of read answers on the most chosen letter: position bias).
 
 Rates share a denominator: Rc / (Rc + Rm) = c / (c + m) in counts. A metric whose
 denominator is empty is null with n = 0, never 0. Unparsed answers stay in every
@@ -26,6 +28,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 DIMENSIONS = ("kind", "hop", "style", "topic", "memory")
+LETTERS = ("A", "B", "C", "D", "E")
 # Breakdowns written to eval_metrics: the paper's tables and figures, and each dimension alone.
 BREAKDOWNS: tuple[tuple[str, ...], ...] = (
     (), ("kind",), ("hop",), ("style",), ("topic",), ("memory",), ("kind", "hop"), ("kind", "memory"),
@@ -78,7 +81,11 @@ def _metric(name: str, value: Column, n: Column) -> Column:
 def _setting_metrics(setting: str) -> list[Column]:
     """(metric, value, n) structs for one setting, over the aggregated counts."""
     items, unparsed = F.col("items"), F.col("unparsed")
+    top_letter = F.greatest(*[F.col(f"letter_{letter}") for letter in LETTERS])
     out = [_metric("unparsed_rate", _ratio(unparsed, items), items),
+           # position bias: the share of answers on the most chosen letter (options are in a
+           # seeded order, so a model that reads them lands near 1 / options)
+           _metric("top_letter_share", _ratio(top_letter, items - unparsed), items - unparsed),
            _metric("error_rate", _ratio(F.col("errors"), F.col("all_rows")), F.col("all_rows"))]
     c, m = F.col("c"), F.col("m")
     if setting == "probe":
@@ -91,6 +98,9 @@ def _setting_metrics(setting: str) -> list[Column]:
         out.append(_metric("misinformation_answer_rate", _ratio(m, items), items))
         out.append(_metric("memory_option_probability", _ratio(F.col("p_memory_sum"), F.col("p_memory_n")),
                            F.col("p_memory_n")))
+        # Figure 7: how sure the model is of the right option when it picks it
+        out.append(_metric("memory_option_probability_when_chosen",
+                           _ratio(F.col("p_right_sum"), F.col("p_right_n")), F.col("p_right_n")))
         if setting in ("single", "style"):
             mc, mm = F.col("c_known"), F.col("m_known")
             out.append(_metric("memorization_ratio", _ratio(mc, mc + mm), mc + mm))
@@ -121,6 +131,11 @@ def compute_metrics(responses: DataFrame, settings: Sequence[str],
         _count(answered & (F.col("kind") == "correct") & (role == "misinformation")).alias("flagged_right"),
         F.sum(F.when(answered, F.col("role_probabilities").getItem("memory"))).alias("p_memory_sum"),
         F.count(F.when(answered, F.col("role_probabilities").getItem("memory"))).alias("p_memory_n"),
+        F.sum(F.when(answered & (role == "memory"), F.col("role_probabilities").getItem("memory")))
+        .alias("p_right_sum"),
+        F.count(F.when(answered & (role == "memory"), F.col("role_probabilities").getItem("memory")))
+        .alias("p_right_n"),
+        *[_count(answered & (F.col("chosen_letter") == letter)).alias(f"letter_{letter}") for letter in LETTERS],
         *[F.grouping(d).alias(f"_all_{d}") for d in DIMENSIONS],
     ]
     keys = ["model", "answer_mode", "setting"]

@@ -361,16 +361,3 @@ def response_key(model: str, mode: str) -> Column:
     prompt wording or option order is a new answer; the same item is never asked twice)."""
     return F.substring(F.sha2(F.concat_ws("|", F.lit(model), F.lit(mode), F.col("setting"), F.col("item_id"),
                                           F.col("prompt_hash")), 256), 1, 24)
-
-
-def pending(items: DataFrame, done: DataFrame | None, max_attempts: int) -> DataFrame:
-    """Items without an answer (or whose answer failed, with attempts left), with ``attempts``."""
-    if done is None:
-        return items.withColumn("attempts", F.lit(0))
-    earlier = done.select("response_id", F.col("error").alias("earlier_error"),
-                          F.col("attempts").alias("earlier_attempts"))
-    joined = items.join(earlier, "response_id", "left")
-    return joined.where(
-        F.col("earlier_attempts").isNull()
-        | (F.col("earlier_error").isNotNull() & (F.col("earlier_attempts") < max_attempts))
-    ).withColumn("attempts", F.coalesce(F.col("earlier_attempts"), F.lit(0))).drop("earlier_error", "earlier_attempts")

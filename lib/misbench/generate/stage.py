@@ -257,15 +257,9 @@ def evidence_slots(claims: DataFrame, conflicts: DataFrame, evidence: DataFrame,
 def pending_requests(requests: DataFrame, done: DataFrame | None, max_attempts: int) -> DataFrame:
     """Requests not yet generated successfully and not out of attempts, with the attempt
     number they are at. ``done``: evidence_id, error, attempts of earlier rows."""
-    if done is None:
-        return requests.withColumn("attempts", F.lit(0))
-    earlier = done.select("evidence_id", F.col("error").alias("earlier_error"),
-                          F.col("attempts").alias("earlier_attempts"))
-    joined = requests.join(earlier, "evidence_id", "left")
-    return joined.where(
-        F.col("earlier_attempts").isNull()
-        | (F.col("earlier_error").isNotNull() & (F.col("earlier_attempts") < max_attempts))
-    ).select(*REQUEST_COLUMNS, F.coalesce(F.col("earlier_attempts"), F.lit(0)).alias("attempts"))
+    from misbench.chunked import pending_rows
+
+    return pending_rows(requests, done, "evidence_id", max_attempts).select(*REQUEST_COLUMNS, "attempts")
 
 
 @functools.lru_cache(maxsize=64)
