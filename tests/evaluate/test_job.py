@@ -112,7 +112,7 @@ def test_metrics_carry_their_n_and_the_mlflow_runs(evaluated):
     assert {c.info.run_name for c in children} == set(SETTINGS)
     assert {r.mlflow_run_id for r in metrics.collect()} == {c.info.run_id for c in children}
     artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
-    assert {"eval_responses.parquet", "eval_metrics.json"} <= artifacts
+    assert {"eval_responses.parquet", "eval_metrics.json", "summary.json", "bench_stats.json"} <= artifacts
     assert any(path.endswith(".png") for path in artifacts)
 
 
@@ -164,3 +164,18 @@ def test_kill_during_evaluation_then_rerun_loses_and_duplicates_nothing(spark, b
     ids = [r.response_id for r in after]
     assert len(ids) == len(set(ids)) == lake.read("eval_items").count()
     assert all({r.response_id: r.chosen_letter for r in after}[k] == v for k, v in before.items())
+
+
+def test_several_models_in_one_call_each_with_its_own_run_and_rows(spark, cfg, bench_root, tmp_path):
+    root = tmp_path / "lake"
+    lake = copy_lake(spark, bench_root, root)
+    run_cfg = cfg.with_overrides([f"lake.root={root}", *SMALL, "evaluate.limit=1"])
+    models = ["qwen2.5-coder-0.5b-instruct-q4km", "llama_cpp:qwen2.5-coder-1.5b-instruct-q4km"]
+    reports = run_evaluate(spark, lake, run_cfg, models=models, settings=["probe", "single"])
+    assert [r.model for r in reports] == ["qwen2.5-coder-0.5b-instruct-q4km", "qwen2.5-coder-1.5b-instruct-q4km"]
+    assert len({r.mlflow_run_id for r in reports}) == 2
+    responses = lake.read("eval_responses").collect()
+    by_model = {m: [r for r in responses if r.model == m] for m in (r.model for r in reports)}
+    assert all(len(rows) == report.items > 0 for report, rows in zip(reports, by_model.values()))
+    metrics = lake.read("eval_metrics").where("metric = 'accuracy'").collect()
+    assert {r.model for r in metrics} == set(by_model)

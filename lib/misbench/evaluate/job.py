@@ -342,6 +342,15 @@ def run_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list[str]
                     value = match.iloc[0]["value"]
                     if value is not None and not math.isnan(value):
                         mlflow.log_metric(f"{setting}/{metric}", float(value))
+            # Summary tables beside the full metrics: the headline per setting, and the
+            # benchmark's make-up (questions per setting, left out, answer letters).
+            import pandas as pd
+
+            mlflow.log_table(pd.DataFrame([{"setting": k, "metric": m, "value": v, "n": n}
+                                           for k, (m, v, n) in headline.items()]), artifact_file="summary.json")
+            if lake.exists("bench_stats"):
+                mlflow.log_table(lake.read("bench_stats").where(F.col("source") == source).toPandas(),
+                                 artifact_file="bench_stats.json")
             responses.unpersist()
             computed.unpersist()
         reports.append(ModelReport(
