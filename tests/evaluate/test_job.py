@@ -179,3 +179,66 @@ def test_several_models_in_one_call_each_with_its_own_run_and_rows(spark, cfg, b
     assert all(len(rows) == report.items > 0 for report, rows in zip(reports, by_model.values()))
     metrics = lake.read("eval_metrics").where("metric = 'accuracy'").collect()
     assert {r.model for r in metrics} == set(by_model)
+
+
+class LetterServer:
+    """An OpenAI-compatible endpoint standing in for a remote API that returns no
+    log-probabilities: every chat reply is "B" (or "Maybe" for detection, unreadable)."""
+
+    def __init__(self):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        server = self
+        self.bodies = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                server.bodies.append(body)
+                detection = "misinformation?" in body["messages"][-1]["content"]
+                reply = {"choices": [{"message": {"content": "Maybe" if detection else "B"},
+                                      "finish_reason": "stop"}], "usage": {"prompt_tokens": 5, "completion_tokens": 1}}
+                data = json.dumps(reply).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.http.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.http.server_address[1]}/v1"
+
+
+def test_api_model_without_logprobs_falls_back_to_parsed_replies_on_a_stratified_sample(spark, cfg, bench_root,
+                                                                                         tmp_path):
+    server = LetterServer()
+    root = tmp_path / "lake"
+    lake = copy_lake(spark, bench_root, root)
+    run_cfg = cfg.with_overrides([f"lake.root={root}", f"llm.openai.base_url={server.url}",
+                                  "evaluate.api_sample=4", "llm.openai.retries=0"])
+    try:
+        (report,) = run_evaluate(spark, lake, run_cfg, models=["openai:test-model"],
+                                 settings=["probe", "detection"])
+    finally:
+        server.http.shutdown()
+    assert report.backend == "openai" and report.model == "test-model" and report.answer_mode == "logprobs"
+    responses = lake.read("eval_responses").collect()
+    questions = lake.read("questions").where("source = 'wikidata'")
+    sampled = {r.question_id for r in responses}
+    assert 3 <= len(sampled) <= 5 < questions.count()  # about 4, at least one per (relation, kind)
+    strata = {(r.relation, r.kind) for r in questions.collect()}
+    assert {(r.relation, r.kind) for r in responses if r.kind != "correct"} == strata
+    for row in responses:  # no log-probs came back: every item was asked again for a reply
+        assert row.option_logprobs is None or all(v is None for v in row.option_logprobs)
+        if row.setting == "probe":
+            assert row.raw_answer == "B" and row.chosen_letter == "B" and not row.unparsed
+        else:
+            assert row.raw_answer == "Maybe" and row.unparsed and row.chosen_letter is None
+    assert any(body.get("logprobs") for body in server.bodies)
+    assert any(not body.get("logprobs") for body in server.bodies)
+    assert all("Authorization" not in json.dumps(body) for body in server.bodies)

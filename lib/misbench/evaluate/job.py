@@ -55,13 +55,16 @@ def model_config(cfg: Config, spec: str | None) -> Config:
     return cfg.with_overrides([f"llm.backend={backend}", f"llm.{backend}.model={model}"])
 
 
-def answer_mode(cfg: Config) -> str:
+def answer_mode(cfg: Config) -> tuple[str, bool]:
+    """(mode, fallback): ``auto`` is log-probs where the backend gives them, else a generated
+    reply read by the strict parse (per item: a server without log-probs, or a reply that
+    starts with none of the letters)."""
     mode = str(cfg.get("evaluate.answer_mode"))
     if mode == "auto":
-        return "logprobs"  # llama.cpp and vLLM give them; OpenAI-compatible servers return top log-probs
+        return "logprobs", True
     if mode not in ("logprobs", "generate"):
         raise ConfigError(f"evaluate.answer_mode '{mode}' is not one of auto, logprobs, generate")
-    return mode
+    return mode, False
 
 
 def stratified_sample(questions: DataFrame, size: int, seed: int) -> DataFrame:
@@ -89,7 +92,7 @@ class Evaluation:
         self.seed = int(self.options["seed"])
         self.llm = cfg.get("llm")
         self.model = model_identity(self.llm)
-        self.mode = answer_mode(cfg)
+        self.mode, self.fallback = answer_mode(cfg)
         # by setting (the prompt each setting renders), and RtD's step prompts by name
         self.rtd_coverage: dict | None = None  # passages, named, described, reconstructed
         self.prompts = {**{setting: load_prompt(name) for setting, name in stage.PROMPTS.items()},
@@ -215,7 +218,7 @@ class Evaluation:
         answered = 0
         if total:
             sampling = dict(options["generate_sampling"])
-            produce = stage.answer_batches(self.llm, self.mode, sampling, run_id)
+            produce = stage.answer_batches(self.llm, self.mode, sampling, run_id, self.fallback)
             for written in run_chunks(self.lake, queue, total, produce, stage.RESPONSE_SCHEMA, "eval_responses",
                                       "response_id", int(options["commit_rows"]), int(options["tasks"]),
                                       float(options["gpus_per_task"] or 0), label=f"evaluate {self.model}",

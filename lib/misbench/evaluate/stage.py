@@ -281,9 +281,13 @@ def _options_of(messages: list[dict], letters: Sequence[str]) -> list[str] | Non
     return [found.get(letter, "") for letter in letters] if len(found) == len(letters) else None
 
 
-def answer_batches(llm_settings: dict, mode: str, sampling: dict, run_id: str):
+def answer_batches(llm_settings: dict, mode: str, sampling: dict, run_id: str, fallback: bool = False):
     """mapInPandas function: queued items in (item columns, ``response_id``, ``attempts``),
-    eval_responses rows out, answered by this worker's engine."""
+    eval_responses rows out, answered by this worker's engine. ``fallback`` (log-prob mode):
+    an item whose options got no log-probability at all (a server that returns none, or a
+    reply that starts with none of the letters) is answered by a generated reply read with
+    the strict parse instead; its ``option_logprobs`` stay empty and ``raw_answer`` holds the
+    reply."""
     from misbench.llm import SamplingParams, worker_backend
 
     params = SamplingParams(**sampling)
@@ -322,9 +326,11 @@ def answer_batches(llm_settings: dict, mode: str, sampling: dict, run_id: str):
                             "chosen": chosen, "raw_answer": None if chosen is None else letters[i][chosen],
                             "latency_s": latency,
                         }
-            else:
-                results = backend.generate(prompts, params)
-                for i, result in enumerate(results):
+            pending = list(range(len(prompts))) if mode != "logprobs" else \
+                [i for i, a in enumerate(answers) if fallback and not a.get("error") and a.get("chosen") is None]
+            if pending:
+                results = backend.generate([prompts[i] for i in pending], params)
+                for i, result in zip(pending, results):
                     if result.error:
                         answers[i] = {"error": result.error, "latency_s": result.latency_s}
                         continue
