@@ -170,9 +170,18 @@ def test_several_models_in_one_call_each_with_its_own_run_and_rows(spark, cfg, b
     root = tmp_path / "lake"
     lake = copy_lake(spark, bench_root, root)
     run_cfg = cfg.with_overrides([f"lake.root={root}", *SMALL, "evaluate.limit=1"])
-    models = ["qwen2.5-coder-0.5b-instruct-q4km", "llama_cpp:qwen2.5-coder-1.5b-instruct-q4km"]
+    # The second model: the same small GGUF under another name (the only model the test
+    # install ships), given as a file path.
+    import shutil
+
+    from misbench.llm.llama_cpp_backend import model_path
+
+    _, gguf = model_path(run_cfg.get("llm.llama_cpp"), run_cfg.get("llm"))
+    copy = tmp_path / "second-model.gguf"
+    shutil.copyfile(gguf, copy)
+    models = ["qwen2.5-coder-0.5b-instruct-q4km", f"llama_cpp:{copy}"]
     reports = run_evaluate(spark, lake, run_cfg, models=models, settings=["probe", "single"])
-    assert [r.model for r in reports] == ["qwen2.5-coder-0.5b-instruct-q4km", "qwen2.5-coder-1.5b-instruct-q4km"]
+    assert [r.model for r in reports] == ["qwen2.5-coder-0.5b-instruct-q4km", "second-model"]
     assert len({r.mlflow_run_id for r in reports}) == 2
     responses = lake.read("eval_responses").collect()
     by_model = {m: [r for r in responses if r.model == m] for m in (r.model for r in reports)}
