@@ -190,42 +190,14 @@ def test_several_models_in_one_call_each_with_its_own_run_and_rows(spark, cfg, b
     assert {r.model for r in metrics} == set(by_model)
 
 
-class LetterServer:
-    """An OpenAI-compatible endpoint standing in for a remote API that returns no
-    log-probabilities: every chat reply is "B" (or "Maybe" for detection, unreadable)."""
-
-    def __init__(self):
-        import threading
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-        server = self
-        self.bodies = []
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                server.bodies.append(body)
-                detection = "misinformation?" in body["messages"][-1]["content"]
-                reply = {"choices": [{"message": {"content": "Maybe" if detection else "B"},
-                                      "finish_reason": "stop"}], "usage": {"prompt_tokens": 5, "completion_tokens": 1}}
-                data = json.dumps(reply).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.http.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.http.server_address[1]}/v1"
-
-
 def test_api_model_without_logprobs_falls_back_to_parsed_replies_on_a_stratified_sample(spark, cfg, bench_root,
                                                                                          tmp_path):
-    server = LetterServer()
+    from tests.llm.test_openai_backend import Endpoint
+
+    # a remote API that returns no log-probabilities: every reply is "B", or for detection
+    # "Maybe" (unreadable)
+    server = Endpoint(logprobs=False, answer=lambda body: "Maybe" if "misinformation?" in
+                      body["messages"][-1]["content"] else "B")
     root = tmp_path / "lake"
     lake = copy_lake(spark, bench_root, root)
     run_cfg = cfg.with_overrides([f"lake.root={root}", f"llm.openai.base_url={server.url}",
@@ -234,7 +206,7 @@ def test_api_model_without_logprobs_falls_back_to_parsed_replies_on_a_stratified
         (report,) = run_evaluate(spark, lake, run_cfg, models=["openai:test-model"],
                                  settings=["probe", "detection"])
     finally:
-        server.http.shutdown()
+        server.close()
     assert report.backend == "openai" and report.model == "test-model" and report.answer_mode == "logprobs"
     responses = lake.read("eval_responses").collect()
     questions = lake.read("questions").where("source = 'wikidata'")

@@ -9,8 +9,11 @@ from misbench.llm import SamplingParams, load_backend
 
 
 class Endpoint:
-    def __init__(self, fail_first=0, status=429):
+    def __init__(self, fail_first=0, status=429, answer=None, logprobs=True):
+        """``answer``: body -> the reply's text (default: an echo of the last message);
+        ``logprobs``: whether it returns top log-probabilities when asked."""
         self.calls, self.fail_first, self.status, self.auth, self.active, self.peak = 0, fail_first, status, [], 0, 0
+        self.bodies = []
         self.lock = threading.Lock()
         endpoint = self
 
@@ -23,6 +26,7 @@ class Endpoint:
                 with endpoint.lock:
                     endpoint.calls += 1
                     endpoint.auth.append(self.headers.get("Authorization"))
+                    endpoint.bodies.append(body)
                     failing = endpoint.calls <= endpoint.fail_first
                     endpoint.active += 1
                     endpoint.peak = max(endpoint.peak, endpoint.active)
@@ -35,10 +39,10 @@ class Endpoint:
                         return
                     import time
                     time.sleep(0.3)  # long enough that concurrent requests overlap
-                    text = "echo: " + body["messages"][-1]["content"]
+                    text = answer(body) if answer else "echo: " + body["messages"][-1]["content"]
                     reply = {"choices": [{"message": {"content": text}, "finish_reason": "stop"}],
                              "usage": {"prompt_tokens": 7, "completion_tokens": 3}}
-                    if body.get("logprobs"):
+                    if body.get("logprobs") and logprobs:
                         reply["choices"][0]["logprobs"] = {"content": [{"token": "Yes", "logprob": -0.2,
                             "top_logprobs": [{"token": "Yes", "logprob": -0.2},
                                              {"token": " No", "logprob": -1.9}]}]}

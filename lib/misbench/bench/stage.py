@@ -27,8 +27,6 @@ LETTERS = ("A", "B", "C", "D", "E")
 STYLES = ("wikipedia", "news", "science", "blog", "technical", "confident")
 ENTRY_STYLE = "wikipedia"  # the encyclopedia entry: the text of the single and pair settings
 SOURCE = "wikidata"  # questions built here; imported sets carry their own source name
-# What each setting needs of a question's texts.
-SETTINGS = ("probe", "detection", "single", "pair", "style")
 
 QUESTION_COLUMNS = [
     "question_id", "source", "claim_id", "kind", "hop", "relation", "topic", "answer_type", "subject_id",
@@ -36,8 +34,6 @@ QUESTION_COLUMNS = [
     "irrelevant_answer", "misinformation_texts", "correct_texts", "pair_misinformation_first", "settings",
 ]
 TEXT_COLUMNS = ["evidence_id", "source", "claim_id", "kind", "style", "text"]
-STATS_SCHEMA = "source string, stat string, setting string, kind string, role string, letter string, " \
-               "reason string, count long"
 
 
 def _hash(*parts) -> Column:

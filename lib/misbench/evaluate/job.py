@@ -215,18 +215,17 @@ class Evaluation:
         self.lake.write(pending_rows(keyed, done, "response_id", int(options["max_attempts"])), "eval_queue")
         queue = self.lake.read("eval_queue")
         total = queue.count()
-        answered = 0
         if total:
             sampling = dict(options["generate_sampling"])
             produce = stage.answer_batches(self.llm, self.mode, sampling, run_id, self.fallback)
-            for written in run_chunks(self.lake, queue, total, produce, stage.RESPONSE_SCHEMA, "eval_responses",
+            for _ in run_chunks(self.lake, queue, total, produce, stage.RESPONSE_SCHEMA, "eval_responses",
                                       "response_id", int(options["commit_rows"]), int(options["tasks"]),
                                       float(options["gpus_per_task"] or 0), label=f"evaluate {self.model}",
                                       engine=engine_name(self.llm), unit="answers",
                                       progress_every_s=float(options["progress_seconds"])):
-                answered += written.count()
+                pass  # each chunk is committed inside; finishing the loop means the queue is done
         responses = self.lake.read("eval_responses").join(keyed.select("response_id"), "response_id", "left_semi")
-        return answered, responses
+        return total, responses
 
 
 def _metric_id() -> F.Column:

@@ -32,7 +32,6 @@ from misbench.prompts import Prompt, messages_column
 
 SETTINGS = ("probe", "detection", "single", "pair", "style", "desc", "rtd")
 CHOICE_SETTINGS = ("probe", "single", "pair", "style")
-DETECTION_SETTINGS = ("detection", "desc", "rtd")
 PROMPTS = {"probe": "eval_probe", "single": "eval_single", "pair": "eval_pair", "style": "eval_single",
            "detection": "eval_detect", "desc": "eval_detect_desc", "rtd": "eval_detect_rtd"}
 RTD_PROMPTS = ("rtd_entity", "rtd_reconstruct")
