@@ -18,9 +18,7 @@ is missing or failed.
 """
 from __future__ import annotations
 
-import functools
 import json
-import re
 import string
 from typing import Iterator, Mapping, Sequence
 
@@ -29,6 +27,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from misbench.prompts import Prompt, messages_column
+from misbench.refusals import find_refusal
 
 EVIDENCE_KINDS = ("correct", "factual", "temporal", "semantic")
 STYLES = ("wikipedia", "news", "science", "blog", "technical", "confident")
@@ -260,22 +259,6 @@ def pending_requests(requests: DataFrame, done: DataFrame | None, max_attempts: 
     from misbench.chunked import pending_rows
 
     return pending_rows(requests, done, "evidence_id", max_attempts).select(*REQUEST_COLUMNS, "attempts")
-
-
-@functools.lru_cache(maxsize=64)
-def _compiled(patterns: tuple[str, ...]) -> list[re.Pattern]:
-    return [re.compile(pattern, re.IGNORECASE) for pattern in patterns]
-
-
-def find_refusal(text: str, patterns: Sequence[str], scope_chars: int | None = None) -> str | None:
-    """The words of ``text`` that the first matching refusal pattern (a regular expression,
-    case-insensitive) found, or None; only in the first ``scope_chars`` characters when given."""
-    scope = text if scope_chars is None else text[:scope_chars]
-    for pattern in _compiled(tuple(patterns)):
-        found = pattern.search(scope)
-        if found:
-            return found.group(0)
-    return None
 
 
 def failure_of(text: str | None, finish_reason: str | None, refusal_patterns, min_words: int) -> str | None:

@@ -10,7 +10,7 @@ import re
 import unicodedata
 from typing import Callable, Sequence
 
-from misbench.generate.stage import find_refusal
+from misbench.refusals import find_refusal
 
 # Filters in the order the pipeline applies them; a row's ``failed_filter`` is the first one
 # it fails, and quality_stats counts rows in and out of each in this order.
