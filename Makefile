@@ -1,6 +1,6 @@
 # Two entry points for a fresh machine (see README):
 #   make demo   set everything up, run the pipeline (ingest, claims, generate, quality, bench,
-#               evaluate) on the demo dump
+#               evaluate, hoax, hoax-evaluate) on the demo dump
 #   make test   set everything up, run the test suite
 VENV ?= .venv
 PYTHON ?= python3
@@ -42,6 +42,8 @@ demo: $(VENV)/.embedded
 	$(VENV)/bin/misbench quality
 	$(VENV)/bin/misbench bench
 	$(VENV)/bin/misbench evaluate
+	$(VENV)/bin/misbench hoax
+	$(VENV)/bin/misbench hoax-evaluate
 	$(VENV)/bin/misbench tables
 
 test: setup

@@ -30,6 +30,7 @@ setup(
         # Evaluation runs: a sqlite store in the lake folder on the embedded default, the
         # workspace on Databricks; matplotlib (an mlflow dependency) draws the figures.
         "mlflow==3.17.2",
+        "jsonschema==4.26.0",  # hoax-evaluate: JSON answers checked against their schema
     ],
     extras_require={
         # The embedded default LLM: llama.cpp (compiled at install, ~5 min on 2 cores) and

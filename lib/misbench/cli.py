@@ -83,6 +83,22 @@ def build_parser() -> argparse.ArgumentParser:
     imported.add_argument("files", nargs="+", metavar="FILE", help="JSON lines (or a JSON array) of records")
     imported.add_argument("--name", default="misbench-release", help="source name of the imported set")
 
+    commands.add_parser("hoax", parents=[common],
+                        help="build MultiHoax-style false-premise questions from the graph (hoax_questions)")
+    hoax_evaluate = commands.add_parser("hoax-evaluate", parents=[common],
+                                        help="evaluate models on hoax_questions: choice, justification, JSON")
+    hoax_evaluate.add_argument("--model", nargs="+", metavar="NAME", default=None,
+                               help="models to evaluate, as for evaluate (default: the configured model)")
+    hoax_evaluate.add_argument("--tasks", nargs="+", metavar="TASK", choices=("choice", "justification", "json"),
+                               help="choice justification json (default: hoax.evaluate.tasks)")
+    hoax_evaluate.add_argument("--source", default="wikidata",
+                               help="question set: wikidata (built here) or the name of an imported set")
+    hoax_evaluate.add_argument("--limit", type=int, metavar="N", help="only the first N questions (by id)")
+    import_hoax = commands.add_parser("import-hoax", parents=[common],
+                                      help="read question files in the MultiHoax release format")
+    import_hoax.add_argument("files", nargs="+", metavar="FILE", help="JSON, JSON lines or CSV")
+    import_hoax.add_argument("--name", default="multihoax-release", help="source name of the imported set")
+
     human_eval = commands.add_parser("human-eval", help="human evaluation of the quality filters")
     steps = human_eval.add_subparsers(dest="step", required=True)
     export = steps.add_parser("export", parents=[common],
@@ -237,6 +253,52 @@ def _cmd_import_misbench(args) -> int:
     return EXIT_OK
 
 
+def _cmd_hoax(args) -> int:
+    from misbench.hoax.job import run_hoax
+
+    cfg, spark, lake = _open(args)
+    report = run_hoax(spark, lake, cfg)
+    kinds = ", ".join(f"{k} {v}" for k, v in sorted(report.by_reasoning.items())) or "none"
+    rejected = "; ".join(f"{r} ({n})" for r, n in sorted(report.rejected.items(), key=lambda x: -x[1])) or "none"
+    spread = ", ".join(f"{k} {v}" for k, v in report.idk_positions.items())
+    reworded = "" if report.reworded is None else f"; reworded {report.reworded}"
+    print(f"hoax: {report.questions} questions ({kinds}); candidates rejected: {rejected}; "
+          f"'I do not know' at letter: {spread}{reworded}. See hoax_questions and hoax_stats.")
+    return EXIT_OK
+
+
+def _cmd_hoax_evaluate(args) -> int:
+    from misbench.evaluate.tracking import store_location
+    from misbench.hoax.evaluate_job import run_hoax_evaluate
+
+    if args.limit:
+        args.overrides.append(f"hoax.evaluate.limit={args.limit}")
+    cfg, spark, lake = _open(args)
+    reports = run_hoax_evaluate(spark, lake, cfg, models=args.model, tasks=args.tasks, source=args.source)
+    for report in reports:
+        parts = []
+        for task, (metric, value, n) in report.headline.items():
+            shown = "null" if value is None or value != value else f"{value:.3f}"
+            parts.append(f"{task} {metric} {shown} (n={n})")
+        print(f"hoax-evaluate {report.model} ({report.backend}, {report.answer_mode}): {report.answers} answers "
+              f"({report.answered_now} new, {report.unparsed} unparsed); " + "; ".join(parts)
+              + f"; MLflow run {report.mlflow_run_id}")
+    print(f"hoax-evaluate: see eval_metrics (setting hoax_*), eval_responses and hoax_judgements; "
+          f"MLflow UI: mlflow ui --backend-store-uri {store_location(cfg)[0]}")
+    return EXIT_OK
+
+
+def _cmd_import_hoax(args) -> int:
+    from misbench.hoax.job import run_hoax_import
+
+    cfg, spark, lake = _open(args)
+    report = run_hoax_import(spark, lake, cfg, args.files, args.name)
+    print(f"import-hoax: {report.records} records -> {report.questions} questions (source {report.source}), "
+          f"{report.rejects} rejected (see hoax_import_rejects); evaluate with "
+          f"misbench hoax-evaluate --source {report.source}")
+    return EXIT_OK
+
+
 def _cmd_human_eval(args) -> int:
     from pathlib import Path
 
@@ -313,7 +375,8 @@ def _print_rows(rows: list[dict], columns: Sequence[str], fmt: str) -> None:
 COMMANDS = {
     "ingest": _cmd_ingest, "claims": _cmd_claims, "generate": _cmd_generate, "quality": _cmd_quality,
     "bench": _cmd_bench, "evaluate": _cmd_evaluate, "export": _cmd_export,
-    "import-misbench": _cmd_import_misbench, "human-eval": _cmd_human_eval, "tables": _cmd_tables, "sql": _cmd_sql,
+    "import-misbench": _cmd_import_misbench, "hoax": _cmd_hoax, "hoax-evaluate": _cmd_hoax_evaluate,
+    "import-hoax": _cmd_import_hoax, "human-eval": _cmd_human_eval, "tables": _cmd_tables, "sql": _cmd_sql,
 }
 
 

@@ -202,35 +202,43 @@ class Evaluation:
         return resolved.join(found, "entity_id", "left") \
             .withColumn("description", F.coalesce("description", "fetched")).drop("fetched")
 
-    # -- answers -------------------------------------------------------------------------
+    # -- answers ---------------------------------------------------------------------------
     def answer(self, items: DataFrame, run_id: str) -> tuple[int, DataFrame]:
         """Answer what is not answered yet; returns (rows answered now, this call's responses)."""
-        options = self.options
-        keyed = items.withColumn("response_id", stage.response_key(self.model, self.mode))
-        self.lake.write(keyed, "eval_items")
-        keyed = self.lake.read("eval_items")
-        recover_chunk(self.lake, "eval_responses", "response_id")
-        done = self.lake.read("eval_responses").select("response_id", "error", "attempts") \
-            if self.lake.exists("eval_responses") else None
-        self.lake.write(pending_rows(keyed, done, "response_id", int(options["max_attempts"])), "eval_queue")
-        queue = self.lake.read("eval_queue")
-        total = queue.count()
-        if total:
-            sampling = dict(options["generate_sampling"])
-            produce = stage.answer_batches(self.llm, self.mode, sampling, run_id, self.fallback)
-            for _ in run_chunks(self.lake, queue, total, produce, stage.RESPONSE_SCHEMA, "eval_responses",
-                                      "response_id", int(options["commit_rows"]), int(options["tasks"]),
-                                      float(options["gpus_per_task"] or 0), label=f"evaluate {self.model}",
-                                      engine=engine_name(self.llm), unit="answers",
-                                      progress_every_s=float(options["progress_seconds"])):
-                pass  # each chunk is committed inside; finishing the loop means the queue is done
-        responses = self.lake.read("eval_responses").join(keyed.select("response_id"), "response_id", "left_semi")
-        return total, responses
+        produce = stage.answer_batches(self.llm, self.mode, dict(self.options["generate_sampling"]), run_id,
+                                       self.fallback)
+        return answer_items(self.lake, self.options, self.llm, self.model, self.mode, items, produce)
 
 
-def _metric_id() -> F.Column:
+def answer_items(lake: Lake, options: dict, llm: dict, model: str, mode: str, items: DataFrame,
+                 produce) -> tuple[int, DataFrame]:
+    """Run ``produce`` (a mapInPandas function: queued items in, eval_responses rows out) over
+    the items that have no answer yet for this model and mode, committed chunk by chunk into
+    eval_responses; returns (rows answered now, the responses of ``items``)."""
+    keyed = items.withColumn("response_id", stage.response_key(model, mode))
+    lake.write(keyed, "eval_items")
+    keyed = lake.read("eval_items")
+    recover_chunk(lake, "eval_responses", "response_id")
+    done = lake.read("eval_responses").select("response_id", "error", "attempts") \
+        if lake.exists("eval_responses") else None
+    lake.write(pending_rows(keyed, done, "response_id", int(options["max_attempts"])), "eval_queue")
+    queue = lake.read("eval_queue")
+    total = queue.count()
+    if total:
+        for _ in run_chunks(lake, queue, total, produce, stage.RESPONSE_SCHEMA, "eval_responses",
+                            "response_id", int(options["commit_rows"]), int(options["tasks"]),
+                            float(options["gpus_per_task"] or 0), label=f"evaluate {model}",
+                            engine=engine_name(llm), unit="answers",
+                            progress_every_s=float(options["progress_seconds"])):
+            pass  # each chunk is committed inside; finishing the loop means the queue is done
+    responses = lake.read("eval_responses").join(keyed.select("response_id"), "response_id", "left_semi")
+    return total, responses
+
+
+def metric_id() -> F.Column:
     return stable_id(*[F.coalesce(F.col(c).cast("string"), F.lit("~")) for c in (
-        "model", "answer_mode", "source", "setting", "metric", "kind", "hop", "style", "topic", "memory")])
+        "model", "answer_mode", "source", "setting", "metric", "kind", "hop", "style", "topic", "memory",
+        *metric_rules.HOAX_DIMENSIONS)])
 
 
 def coverage_rows(spark: SparkSession, evaluation: "Evaluation", evaluation_id: str, source: str,
@@ -250,19 +258,25 @@ def coverage_rows(spark: SparkSession, evaluation: "Evaluation", evaluation_id: 
                 ("rtd", "left_out_failed_step", passages - int(coverage["reconstructed"]))):
             if setting in runs:
                 rows.append((evaluation_id, evaluation.model, evaluation.mode, source, setting, metric,
-                             share(count), passages, passages, None, None, None, None, None, runs[setting], now))
+                             share(count), passages, passages, None, None, None, None, None, runs[setting], now,
+                             None, None, None, None, None))
     frame = spark.createDataFrame(rows, metric_rules.METRICS_SCHEMA)
-    return frame.withColumn("metric_id", _metric_id())
+    return frame.withColumn("metric_id", metric_id())
 
 
-def replace_metrics(lake: Lake, rows: DataFrame, model: str, mode: str, source: str) -> None:
-    """This evaluation's rows replace every earlier row of the same model, answer mode and
-    source (a breakdown an earlier run had and this one lacks must not linger); earlier
-    evaluations stay in MLflow."""
+def replace_metrics(lake: Lake, rows: DataFrame, model: str, mode: str | None, source: str,
+                    hoax: bool = False) -> None:
+    """This evaluation's rows replace every earlier row of the same model, answer mode (any
+    mode when None) and source, MisBench's or MultiHoax's (``hoax_*`` settings) alone: a
+    breakdown an earlier run had and this one lacks must not linger. Earlier evaluations
+    stay in MLflow."""
     if lake.exists("eval_metrics"):
-        earlier = lake.read("eval_metrics").where(
-            ~((F.col("model") == model) & (F.col("answer_mode") == mode) & (F.col("source") == source)))
-        rows = earlier.unionByName(rows)
+        same = (F.col("model") == model) & (F.col("source") == source) \
+            & (F.col("setting").startswith("hoax_") == F.lit(hoax))
+        if mode is not None:
+            same = same & (F.col("answer_mode") == mode)
+        earlier = lake.read("eval_metrics").where(~same)
+        rows = earlier.unionByName(rows, allowMissingColumns=True)
     lake.write(rows, "eval_metrics")  # Delta keeps the files read until the commit
 
 
@@ -316,7 +330,8 @@ def run_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list[str]
                 F.lit(evaluation_id).alias("evaluation_id"), "model", "answer_mode", F.lit(source).alias("source"),
                 "setting", "metric", "value", "n", "items", "kind", "hop", "style", "topic", "memory",
                 F.element_at(run_ids, F.col("setting")).alias("mlflow_run_id"), F.lit(now).alias("computed_at"),
-            ).withColumn("metric_id", _metric_id())
+                *[F.lit(None).cast("string").alias(d) for d in metric_rules.HOAX_DIMENSIONS],
+            ).withColumn("metric_id", metric_id())
             rows = rows.unionByName(coverage_rows(spark, evaluation, evaluation_id, source, setting_runs, now))
             replace_metrics(lake, rows, evaluation.model, evaluation.mode, source)
             table = lake.read("eval_metrics").where(F.col("evaluation_id") == evaluation_id).toPandas()

@@ -38,8 +38,11 @@ BREAKDOWNS: tuple[tuple[str, ...], ...] = (
 METRICS_SCHEMA = (
     "evaluation_id string, model string, answer_mode string, source string, setting string, metric string, "
     "value double, n long, items long, kind string, hop int, style string, topic string, memory string, "
-    "mlflow_run_id string, computed_at timestamp"
+    "mlflow_run_id string, computed_at timestamp, country string, category string, reasoning_type string, "
+    "answer_type string, false_premise_type string"
 )
+# The MultiHoax breakdowns (hoax-evaluate); null on MisBench rows.
+HOAX_DIMENSIONS = ("country", "category", "reasoning_type", "answer_type", "false_premise_type")
 
 
 def memorization_ratio(memory_answers: int, misinformation_answers: int) -> float | None:

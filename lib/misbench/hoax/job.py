@@ -1,0 +1,159 @@
+"""The hoax job: triples + entities -> hoax_questions, hoax_stats; imports of MultiHoax files.
+
+Deterministic and idempotent: every choice is seeded and each run replaces its source's
+partition of ``hoax_questions`` and ``hoax_stats`` in one commit each. Rewording (optional)
+goes through the generation job's committed chunks into ``hoax_rewordings``: a rerun after a
+kill asks only what is missing.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from misbench.bench.job import write_partition
+from misbench.claims.job import entity_labels
+from misbench.claims.stage import contains_words, resolved_facts
+from misbench.config import Config
+from misbench.generate.job import Generator, model_identity
+from misbench.hoax import imports, stage
+from misbench.hoax.spec import load_spec
+from misbench.lake import Lake
+from misbench.llm import SamplingParams
+from misbench.prompts import load_prompt, messages_column
+
+log = logging.getLogger(__name__)
+SOURCE = "wikidata"
+STATS_SCHEMA = "source string, pattern string, reason string, candidates long, share double"
+
+
+@dataclass(frozen=True)
+class HoaxReport:
+    questions: int
+    by_reasoning: dict
+    rejected: dict  # reason -> candidates
+    idk_positions: dict  # letter -> questions
+    reworded: int | None  # None: rewording off
+
+
+def check_options(questions: DataFrame) -> None:
+    """Every question's options obey the rules before anything is written."""
+    bad = [(r["question_id"], problems) for r in questions.select("question_id", "options", "idk_index").collect()
+           if (problems := stage.options_problems(list(r["options"] or []), int(r["idk_index"])))]
+    if bad:
+        raise RuntimeError(f"hoax: {len(bad)} questions break the option rules, e.g. {bad[0]}; nothing was written")
+
+
+def reword(spark: SparkSession, lake: Lake, cfg: Config, questions: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """(questions with accepted rewordings, stats rows of the rewording). A rewording is kept
+    when it is one question that still names the subject and the premise's object (the false
+    premise survived) and does not name the near miss."""
+    settings = cfg.get("hoax.reword")
+    prompt = load_prompt(settings["prompt"])
+    llm = cfg.get("llm")
+    params = SamplingParams(temperature=0.0, top_p=1.0, max_tokens=int(settings["max_tokens"]),
+                            seed=int(cfg.get("hoax.seed")), min_tokens=0)
+    requests = questions.select(
+        F.col("question_id").alias("claim_id"), F.lit(2).alias("hop"), F.lit("hoax").alias("kind"),
+        F.lit("reword").alias("style"), F.lit(prompt.name).alias("prompt_name"), F.lit(prompt.sha).alias("prompt_hash"),
+        messages_column(prompt, {"question": "template_question"}).alias("messages"),
+        F.col("question_id").alias("source_evidence_id"),
+    ).withColumn("evidence_id", F.substring(F.sha2(F.concat_ws(
+        "|", F.lit(model_identity(llm)), F.col("messages"), F.lit(params.key())), 256), 1, 24))
+    lake.write(requests, "hoax_requests_reword")
+    requests = lake.read("hoax_requests_reword")
+    Generator(spark, lake, cfg.with_overrides(["generate.min_words=1"])).run(
+        "hoax rewording", requests, "hoax_rewordings", params)
+    replies = lake.read("hoax_rewordings").join(requests.select("evidence_id"), "evidence_id", "left_semi") \
+        .select(F.col("source_evidence_id").alias("question_id"), "text", "error")
+    first_line = F.trim(F.regexp_replace(F.split(F.coalesce(F.col("text"), F.lit("")), "\n").getItem(0),
+                                         r"^[\"'*\s]+|[\"'*\s]+$", ""))
+    checked = questions.join(replies, "question_id", "left").withColumn("reworded_text", first_line)
+    reason = (F.when(F.col("text").isNull() | F.col("error").isNotNull(), F.lit("rewording failed"))
+              .when(~F.col("reworded_text").endswith("?") | (F.length("reworded_text") < 10),
+                    F.lit("rewording is not one question"))
+              .when(~contains_words(F.col("reworded_text"), F.col("subject_label")),
+                    F.lit("rewording dropped the subject"))
+              .when(~contains_words(F.col("reworded_text"), F.col("premise_object_label")),
+                    F.lit("rewording dropped the false premise"))
+              .when(contains_words(F.col("reworded_text"), F.col("near_miss")),
+                    F.lit("rewording names the near miss"))
+              .otherwise(F.lit("kept")))
+    checked = checked.withColumn("reword_reason", reason).cache()
+    accepted = F.col("reword_reason") == "kept"
+    out = checked.withColumn("question", F.when(accepted, F.col("reworded_text")).otherwise(F.col("question"))) \
+        .withColumn("reworded", accepted)
+    stats = checked.groupBy(F.lit(SOURCE).alias("source"), F.lit("reword").alias("pattern"),
+                            F.col("reword_reason").alias("reason")).agg(F.count("*").alias("candidates"))
+    total = checked.count()
+    stats = stats.withColumn("share", F.round(F.col("candidates") / F.lit(max(total, 1)), 4))
+    return out, stats
+
+
+def run_hoax(spark: SparkSession, lake: Lake, cfg: Config) -> HoaxReport:
+    for table in ("triples", "entities"):
+        if not lake.exists(table):
+            raise FileNotFoundError(f"table '{table}' does not exist: run misbench ingest first")
+    spec = load_spec()
+    settings = cfg.get("hoax")
+    seed = int(settings["seed"])
+    facts = resolved_facts(lake.read("triples"), spec.properties, cfg.get("claims.reference_date")).cache()
+    labels = entity_labels(lake).cache()
+    questions, candidates = stage.hoax_questions(facts, labels, stage.spec_frames(spark, spec), spec, seed,
+                                                 int(settings["substitute_attempts"]), SOURCE)
+    questions = questions.cache()
+    stats = stage.hoax_stats(candidates, SOURCE)
+    reworded = None
+    if settings["reword"]["enabled"] and questions.count():
+        with_names = questions.join(labels.select(F.col("id").alias("subject_id"), F.col("label").alias("subject_label")),
+                                    "subject_id", "left")
+        rewritten, reword_stats = reword(spark, lake, cfg, with_names)
+        questions = stage.conform(rewritten)
+        stats = stats.unionByName(reword_stats)
+    check_options(questions)
+    write_partition(lake, questions, "hoax_questions", SOURCE)
+    write_partition(lake, stats.select(*[c.split()[0] for c in STATS_SCHEMA.split(", ")]), "hoax_stats", SOURCE)
+    stored = lake.read("hoax_questions").where(F.col("source") == SOURCE).cache()
+    if settings["reword"]["enabled"]:
+        reworded = stored.where(F.col("reworded")).count()
+    report = HoaxReport(
+        questions=stored.count(),
+        by_reasoning={r["reasoning_type"]: r["n"] for r in stored.groupBy("reasoning_type").agg(F.count("*").alias("n")).collect()},
+        rejected={r["reason"]: r["candidates"] for r in lake.read("hoax_stats").where(
+            (F.col("source") == SOURCE) & (F.col("pattern") == stage.PATTERN) & (F.col("reason") != "kept")).collect()},
+        idk_positions=stage.position_spread(stored), reworded=reworded)
+    for frame in (facts, labels, questions, stored):
+        frame.unpersist()
+    return report
+
+
+@dataclass(frozen=True)
+class HoaxImportReport:
+    records: int
+    questions: int
+    rejects: int
+    source: str
+
+
+def run_hoax_import(spark: SparkSession, lake: Lake, cfg: Config, paths: list, source: str) -> HoaxImportReport:
+    """Read MultiHoax release files (JSON, JSON lines, CSV) into ``hoax_questions`` under
+    ``source``; records that cannot become questions go to ``hoax_import_rejects``."""
+    if source == SOURCE or not source.replace("-", "_").isidentifier():
+        raise ValueError(f"--name '{source}': letters, digits, '-' and '_', and not '{SOURCE}'")
+    files = []
+    for path in map(Path, paths):
+        if not path.is_file():
+            raise FileNotFoundError(f"no such file: {path}")
+        files.append((path.name, list(imports.records(path))))
+    rows, rejects = imports.as_rows(files, source)
+    names = [name for name, _ in stage.QUESTION_FIELDS]
+    questions = spark.createDataFrame([tuple(row.get(n) for n in names) for row in rows], stage.QUESTION_SCHEMA)
+    check_options(questions)
+    write_partition(lake, questions, "hoax_questions", source)
+    write_partition(lake, spark.createDataFrame(rejects, "source string, file string, line int, reason string, record string"),
+                    "hoax_import_rejects", source)
+    return HoaxImportReport(records=sum(len(items) for _, items in files), questions=len(rows),
+                            rejects=len(rejects), source=source)

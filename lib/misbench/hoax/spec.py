@@ -1,0 +1,120 @@
+"""What the hoax stage may walk and how it words and labels it: conf/hoax.yaml with the
+relation templates of conf/relations.yaml, validated at start (errors name the file)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from misbench.claims.relations import load_relations
+from misbench.config import ConfigError, conf_dir, load_yaml
+
+REASONING_TYPES = ("bridge entity", "temporal", "geographical", "intersection", "comparison")
+FALSE_PREMISE_TYPES = ("entity", "property", "event", "scope")
+ANSWER_TYPES = ("person", "location", "event", "number", "common noun")
+CATEGORIES = ("food", "sports", "geography", "education", "history", "entertainment", "religion",
+              "science & technology", "arts & literature", "holidays & leisure")
+
+
+@dataclass(frozen=True)
+class AskedRelation:
+    """A relation the question may ask about (second hop) or use as a false premise."""
+    relation: str
+    question: str | None  # with <S>; None: premise only
+    statement: str  # with <S> and <O>
+    clause: str | None  # restrictive clause with <O> ("who is married to <O>"), None: never a premise
+    answer_type: str
+    topic: str
+    multi_valued: bool
+
+
+@dataclass(frozen=True)
+class HoaxSpec:
+    bridges: dict[str, str]
+    relations: dict[str, AskedRelation]
+    date_questions: dict[str, str]
+    min_known_values: int
+    geographical_topics: list[str]
+    false_premise_types: dict[str, str]  # relation answer type -> premise type
+    answer_type_classes: dict[str, str]  # class id -> answer type
+    answer_type_relations: dict[str, str]  # relation answer type -> answer type
+    categories_by_relation: dict[str, str]
+    categories_by_topic: dict[str, str]
+    default_category: str
+    country_relations: list[str]
+    country_classes: list[str]
+    type_nouns: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def premise_relations(self) -> list[str]:
+        return sorted(r for r, spec in self.relations.items() if spec.clause)
+
+    @property
+    def properties(self) -> list[str]:
+        """Every property the stage reads facts of."""
+        return sorted(set(self.relations) | set(self.bridges) | set(self.date_questions) | set(self.country_relations))
+
+
+def _clause(statement: str, override: str | None) -> str | None:
+    if override:
+        return override
+    if statement.startswith("<S> ") and statement.count("<O>") == 1:
+        return "that " + statement[len("<S> "):].rstrip(".")
+    return None
+
+
+def load_spec(path: Path | None = None) -> HoaxSpec:
+    path = path or conf_dir() / "hoax.yaml"
+    data = load_yaml(path)
+    relations, _ = load_relations()
+    clauses = data.get("premise_clauses") or {}
+    asked: dict[str, AskedRelation] = {}
+    for relation in relations:
+        asked[relation.relation] = AskedRelation(
+            relation.relation, relation.question, relation.statement,
+            _clause(relation.statement, clauses.get(relation.relation)),
+            relation.answer_type, relation.topic, relation.multi_valued)
+    for relation, extra in (data.get("extra_premise_relations") or {}).items():
+        clause = clauses.get(relation)
+        if not clause or "<O>" not in clause:
+            raise ConfigError(f"{path}: extra premise relation {relation} needs a premise clause with <O>")
+        statement = "<S> " + clause.split(" ", 1)[1] + "."
+        asked[relation] = AskedRelation(relation, None, statement, clause, str(extra["answer_type"]),
+                                        str(extra["topic"]), True)
+    for relation, role in (data.get("bridges") or {}).items():
+        if "<S>" not in role:
+            raise ConfigError(f"{path}: bridge {relation} needs <S> in '{role}'")
+    for relation, question in (data.get("date_questions") or {}).items():
+        if "<S>" not in question:
+            raise ConfigError(f"{path}: date question {relation} needs <S> in '{question}'")
+    premise_types = {}
+    for premise_type, answer_types in (data.get("false_premise_types") or {}).items():
+        if premise_type not in FALSE_PREMISE_TYPES:
+            raise ConfigError(f"{path}: false premise type '{premise_type}' is not one of {FALSE_PREMISE_TYPES}")
+        premise_types.update({a: premise_type for a in answer_types})
+    def inverted(section: str, allowed) -> dict[str, str]:
+        out = {}
+        for label, keys in (data.get(section) or {}).items():
+            if label not in allowed:
+                raise ConfigError(f"{path}: {section}: '{label}' is not one of {allowed}")
+            out.update({k: label for k in keys})
+        return out
+    categories = data.get("categories") or {}
+    for value in list((categories.get("by_relation") or {}).values()) + list((categories.get("by_topic") or {}).values()) \
+            + [categories.get("default", "history")]:
+        if value not in CATEGORIES:
+            raise ConfigError(f"{path}: category '{value}' is not one of the paper's ten: {CATEGORIES}")
+    return HoaxSpec(
+        bridges=dict(data.get("bridges") or {}), relations=asked,
+        date_questions=dict(data.get("date_questions") or {}),
+        min_known_values=int(data.get("min_known_values", 2)),
+        geographical_topics=list(data.get("geographical_topics") or []),
+        false_premise_types=premise_types,
+        answer_type_classes=inverted("answer_type_classes", ANSWER_TYPES),
+        answer_type_relations=inverted("answer_type_relations", ANSWER_TYPES),
+        categories_by_relation=dict(categories.get("by_relation") or {}),
+        categories_by_topic=dict(categories.get("by_topic") or {}),
+        default_category=str(categories.get("default", "history")),
+        country_relations=list(data.get("country_relations") or []),
+        country_classes=list(data.get("country_classes") or []),
+        type_nouns=dict(data.get("type_nouns") or {}),
+    )

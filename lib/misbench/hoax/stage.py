@@ -1,0 +1,382 @@
+"""MultiHoax-style questions from the graph: DataFrames in, DataFrames out, no I/O.
+
+A question walks a true chain subject --first--> bridge --second--> answer and names the
+bridge through a description with a false premise on it: "What is the capital of the
+country where Forth Bridge lies that shares a border with Belgium?". The premise (bridge,
+property, object) is absent from ``triples`` while its three parts exist, and the bridge's
+own values of that property are recorded (the statements it contradicts). Nothing matches the
+description, so the only right option is "I do not know"; the others are the answer the
+question would have without its premise (the near miss), the answer it would have if the
+premise's object were the bridge (context), and same-type entities.
+
+Each candidate (chain x premise) gets a reason: ``kept`` or why not. The stats count them.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from misbench.claims.stage import (
+    KEPT, contains_words, date_text, fill, normalized, precision_years, shifted_date, stable_id, substitutes,
+)
+from misbench.hoax.spec import HoaxSpec
+
+IDK = "I do not know"
+LETTERS = ("A", "B", "C", "D")
+PATTERN = "bridge"
+# Resolutions of statements that hold at the reference date (one value, or one of several).
+CURRENT = (KEPT, "ambiguous: several objects", "not the preferred statement", "same fact stated twice")
+HOP = "struct<subject_id:string,property:string,object_id:string,value:string,statement_id:string>"
+QUESTION_FIELDS = (
+    ("question_id", "string"), ("source", "string"), ("pattern", "string"), ("question", "string"),
+    ("template_question", "string"), ("reworded", "boolean"), ("options", "array<string>"),
+    ("option_roles", "array<string>"), ("idk_index", "int"), ("idk_letter", "string"),
+    ("premise_subject", "string"), ("premise_subject_label", "string"), ("premise_property", "string"),
+    ("premise_object", "string"), ("premise_object_label", "string"), ("premise_statement", "string"),
+    ("contradicted_statement_ids", "array<string>"), ("hops", f"array<{HOP}>"), ("subject_id", "string"),
+    ("bridge_id", "string"), ("asked_property", "string"), ("near_miss", "string"), ("explanation", "string"),
+    ("reasoning_type", "string"), ("false_premise_type", "string"), ("answer_type", "string"),
+    ("category", "string"), ("country", "string"),
+)
+QUESTION_SCHEMA = ", ".join(f"{name} {kind}" for name, kind in QUESTION_FIELDS)
+
+
+def conform(questions: DataFrame) -> DataFrame:
+    """The hoax_questions columns in order and type (imports and the stage write one table)."""
+    have = set(questions.columns)
+    return questions.select(*[(F.col(name) if name in have else F.lit(None)).cast(kind).alias(name)
+                              for name, kind in QUESTION_FIELDS])
+
+
+def _hash(*parts) -> Column:
+    return F.xxhash64(*[p if isinstance(p, Column) else F.lit(p) for p in parts])
+
+
+def spec_frames(spark: SparkSession, spec: HoaxSpec) -> dict[str, DataFrame]:
+    """The spec as small frames to join: relations (asked or premise), bridges."""
+    rows = [(r.relation, r.question, r.statement, r.clause, r.answer_type, r.topic, r.multi_valued, False)
+            for r in spec.relations.values()]
+    rows += [(relation, question, None, None, "date", "Identity", False, True)
+             for relation, question in spec.date_questions.items()]
+    relations = spark.createDataFrame(
+        rows, "relation string, question string, statement string, clause string, answer_type string, "
+              "topic string, multi_valued boolean, is_date boolean")
+    bridges = spark.createDataFrame(list(spec.bridges.items()), "relation string, role string")
+    return {"relations": relations, "bridges": bridges}
+
+
+def _mapping(mapping: dict[str, str], key: Column, default: Column | None = None) -> Column:
+    if not mapping:
+        return default if default is not None else F.lit(None).cast("string")
+    lookup = F.create_map(*[F.lit(x) for pair in sorted(mapping.items()) for x in pair])
+    value = F.element_at(lookup, key)
+    return value if default is None else F.coalesce(value, default)
+
+
+def chains(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame]) -> DataFrame:
+    """subject --first--> bridge --second--> answer where both hops are the only current value
+    of their (subject, property); the answer an entity or a date."""
+    unique = facts.where((F.col("resolution") == KEPT) & F.col("single"))
+    relations, bridges = frames["relations"], frames["bridges"]
+    first = unique.where(F.col("object_id").isNotNull()).join(
+        F.broadcast(bridges.withColumnRenamed("relation", "property")), "property").select(
+        "subject_id", F.col("property").alias("first"), F.col("object_id").alias("bridge_id"),
+        F.col("statement_id").alias("first_statement"), "role")
+    second = unique.join(F.broadcast(relations.where(F.col("question").isNotNull())
+                                     .withColumnRenamed("relation", "property")), "property") \
+        .where(F.when(F.col("is_date"), F.col("value").isNotNull() & F.col("object_id").isNull())
+               .otherwise(F.col("object_id").isNotNull())) \
+        .select(F.col("subject_id").alias("bridge_id"), F.col("property").alias("second"),
+                F.col("object_id").alias("answer_id"), F.col("value").alias("answer_value"),
+                F.col("time_precision").alias("answer_precision"), F.col("statement_id").alias("second_statement"),
+                F.col("question").alias("second_question"), F.col("answer_type").alias("second_answer_type"),
+                F.col("topic").alias("second_topic"), "is_date")
+    name = labels.select("id", "label", "instance_of")
+    walked = first.join(second, "bridge_id").where(
+        (F.col("first") != F.col("second")) & (F.col("bridge_id") != F.col("subject_id"))
+        & (F.coalesce(F.col("answer_id"), F.lit("")) != F.col("subject_id"))
+        & (F.coalesce(F.col("answer_id"), F.lit("")) != F.col("bridge_id")))
+    topics = relations.select(F.col("relation").alias("first"), F.col("topic").alias("first_topic"))
+    return (walked.join(F.broadcast(topics), "first", "left")
+            .join(name.select(F.col("id").alias("subject_id"), F.col("label").alias("subject_label"),
+                              F.col("instance_of").alias("subject_types")), "subject_id", "left")
+            .join(name.select(F.col("id").alias("bridge_id"), F.col("label").alias("bridge_label"),
+                              F.col("instance_of").alias("bridge_types")), "bridge_id", "left")
+            .join(name.select(F.col("id").alias("answer_id"), F.col("label").alias("answer_label"),
+                              F.col("instance_of").alias("answer_types")), "answer_id", "left")
+            .withColumn("answer_text", F.when(F.col("is_date"), date_text(F.col("answer_value"), F.col("answer_precision")))
+                        .otherwise(F.col("answer_label")))
+            .withColumn("chain_id", stable_id(F.col("subject_id"), "first", "bridge_id", "second")))
+
+
+def premises(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], bridges: DataFrame,
+             spec: HoaxSpec, seed: int, attempts: int) -> DataFrame:
+    """Per bridge entity and premise relation: the bridge's recorded values (what a premise
+    contradicts) and up to three false objects of the same type (claims' ``substitutes``:
+    never a value the graph gives it, in any rank or time, never named like one)."""
+    current = facts.where(F.col("resolution").isin(list(CURRENT)) & F.col("object_id").isNotNull())
+    relations = frames["relations"].where(F.col("clause").isNotNull()).select(
+        F.col("relation").alias("property"), F.col("statement").alias("premise_template"),
+        F.col("clause").alias("premise_clause"), F.col("answer_type").alias("premise_answer_type"),
+        F.col("multi_valued").alias("premise_multi_valued"))
+    labelled = labels.select(F.col("id").alias("object_id"), F.col("label").alias("true_label"))
+    known = (current.join(bridges.select(F.col("bridge_id").alias("subject_id")).distinct(), "subject_id", "left_semi")
+             .join(F.broadcast(relations), "property").join(labelled, "object_id", "left")
+             .groupBy("subject_id", "property", "premise_template", "premise_clause", "premise_answer_type",
+                      "premise_multi_valued")
+             .agg(F.count("*").alias("known_values"), F.min("object_id").alias("object_id"),
+                  F.max((F.col("object_id") == F.col("subject_id")).cast("int")).alias("self_valued"),
+                  F.sort_array(F.collect_set("statement_id")).alias("contradicted_statement_ids"),
+                  F.sort_array(F.collect_set("true_label")).alias("true_labels"))
+             .withColumn("premise_key", stable_id(F.lit("premise"), "subject_id", "property")))
+    enough = F.col("known_values") >= F.when(F.col("premise_multi_valued"), F.lit(spec.min_known_values)).otherwise(1)
+    claims = known.where(enough).select(
+        F.col("premise_key").alias("claim_id"), F.col("property").alias("pool_relation"),
+        F.col("subject_id").alias("truth_subject"), "object_id", "subject_id")
+    found = substitutes(claims, facts, labels, seed, attempts, wanted=3).select(
+        F.col("claim_id").alias("premise_key"), F.col("candidate_id").alias("premise_object"),
+        F.col("candidate_label").alias("premise_object_label"))
+    return (known.join(found, "premise_key", "left")
+            .withColumn("premise_reason", F.when(F.col("self_valued") == 1, F.lit("premise relation gives the bridge itself"))
+                        .when(~enough, F.lit("too few recorded values to prove a premise false"))
+                        .when(F.col("premise_object").isNull(), F.lit("no false object of the right type")))
+            .select(F.col("subject_id").alias("bridge_id"), F.col("property").alias("premise_property"),
+                    "premise_template", "premise_clause", "premise_answer_type", "contradicted_statement_ids",
+                    "true_labels", "premise_object", "premise_object_label", "premise_reason"))
+
+
+def _ambiguous_names(labels: DataFrame) -> DataFrame:
+    """Normalised labels that more than one entity carries: a question naming one is ambiguous."""
+    return (labels.where(F.col("label").isNotNull()).select(normalized(F.col("label")).alias("name"), "id")
+            .groupBy("name").agg(F.countDistinct("id").alias("holders")).where("holders > 1").select("name"))
+
+
+def _distractors(candidates: DataFrame, facts: DataFrame, labels: DataFrame, seed: int, attempts: int) -> DataFrame:
+    """Per candidate (``candidate_id``), options other than "I do not know", ranked: the
+    near miss, the context answer, same-relation substitutes of the answer, then any entity
+    sharing a type with it (dates: the answer moved by whole steps of its precision)."""
+    unique = facts.where((F.col("resolution") == KEPT) & F.col("single"))
+    names = labels.select("id", "label")
+    near = candidates.select("candidate_id", F.col("answer_text").alias("option"), F.lit("near_miss").alias("role"),
+                             F.lit(0.0).alias("priority"))
+    context = candidates.where(~F.col("is_date")).join(
+        unique.select(F.col("subject_id").alias("premise_object"), F.col("property").alias("second"),
+                      F.col("object_id").alias("context_id")), ["premise_object", "second"]) \
+        .where(F.col("context_id") != F.col("answer_id")) \
+        .join(names.select(F.col("id").alias("context_id"), F.col("label").alias("option")), "context_id") \
+        .select("candidate_id", "option", F.lit("context").alias("role"), F.lit(1.0).alias("priority"))
+    entity = candidates.where(~F.col("is_date"))
+    same_relation = substitutes(entity.select(
+        F.col("candidate_id").alias("claim_id"), F.col("second").alias("pool_relation"),
+        F.col("bridge_id").alias("truth_subject"), F.col("answer_id").alias("object_id"), "subject_id"),
+        facts, labels, seed, attempts, wanted=4).select(
+        F.col("claim_id").alias("candidate_id"), F.col("candidate_label").alias("option"),
+        F.lit("distractor").alias("role"), (F.lit(2) + F.col("choice") / 10).alias("priority"))
+    anything = labels.where(F.col("label").isNotNull()).select(
+        F.lit("any").alias("property"), F.col("id").alias("object_id"), F.lit("normal").alias("rank"),
+        F.lit(None).cast("string").alias("subject_id"))
+    same_type = substitutes(entity.select(
+        F.col("candidate_id").alias("claim_id"), F.lit("any").alias("pool_relation"),
+        F.col("bridge_id").alias("truth_subject"), F.col("answer_id").alias("object_id"), "subject_id"),
+        anything, labels, seed, attempts, wanted=4).select(
+        F.col("claim_id").alias("candidate_id"), F.col("candidate_label").alias("option"),
+        F.lit("distractor").alias("role"), (F.lit(3) + F.col("choice") / 10).alias("priority"))
+    dates = candidates.where(F.col("is_date")).select(
+        "candidate_id", "answer_value", "answer_precision",
+        F.explode(F.array(F.lit(-2), F.lit(-1), F.lit(1), F.lit(3))).alias("steps"))
+    dates = dates.select(
+        "candidate_id", date_text(shifted_date(F.col("answer_value"), F.col("answer_precision"),
+                                               F.col("steps") * precision_years(F.col("answer_precision"))),
+                                  F.col("answer_precision")).alias("option"),
+        F.lit("distractor").alias("role"), (F.lit(2) + F.abs(F.col("steps")) / 10).alias("priority"))
+    return near.unionByName(context).unionByName(same_relation).unionByName(same_type).unionByName(dates)
+
+
+def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], spec: HoaxSpec,
+                   seed: int, attempts: int = 16, source: str = "wikidata") -> tuple[DataFrame, DataFrame]:
+    """(questions, candidates with their reason). ``facts``: claims' ``resolved_facts`` over
+    ``spec.properties``; ``labels``: id, label, description, instance_of, aliases."""
+    # Checkpointed where a frame feeds several branches: each would recompute the walk, and
+    # the plan (templates filled, names normalised, inlined into every use) grows past what
+    # the driver can even print.
+    walked = chains(facts, labels, frames).localCheckpoint()
+    found = premises(facts, labels, frames, walked, spec, seed, attempts).localCheckpoint()
+    candidates = walked.join(found, "bridge_id", "left").where(
+        F.coalesce(F.col("premise_property") != F.col("second"), F.lit(True))
+        & F.coalesce(F.col("premise_property") != F.col("first"), F.lit(True)))
+    clause = F.when(F.array_contains(F.coalesce(F.col("bridge_types"), F.array()), "Q5"),
+                    F.regexp_replace(F.col("premise_clause"), "^that ", "who ")).otherwise(F.col("premise_clause"))
+    description = F.concat(fill(F.col("role"), F.col("subject_label")), F.lit(" "),
+                           fill(clause, F.lit(""), F.col("premise_object_label")))
+    candidates = (candidates
+                  .withColumn("description", description)
+                  .withColumn("question", fill(F.col("second_question"), F.col("description")))
+                  .withColumn("candidate_id", stable_id(F.col("chain_id"), F.coalesce("premise_property", F.lit("")),
+                                                        F.coalesce("premise_object", F.lit("")))))
+    # The premise must be absent from the graph in every rank and time (substitutes already
+    # avoid the bridge's values; this is the proof written down).
+    stated = facts.select(F.col("subject_id").alias("bridge_id"), F.col("property").alias("premise_property"),
+                          F.col("object_id").alias("premise_object"), F.lit(True).alias("premise_stated"))
+    ambiguous = _ambiguous_names(labels)
+    candidates = (candidates.join(stated.distinct(), ["bridge_id", "premise_property", "premise_object"], "left")
+                  .join(ambiguous.select(F.col("name").alias("subject_name"), F.lit(True).alias("subject_ambiguous")),
+                        normalized(F.col("subject_label")) == F.col("subject_name"), "left")
+                  .join(ambiguous.select(F.col("name").alias("object_name"), F.lit(True).alias("object_ambiguous")),
+                        normalized(F.col("premise_object_label")) == F.col("object_name"), "left")).localCheckpoint()
+    options = _distractors(candidates.where(F.col("premise_object").isNotNull() & F.col("answer_text").isNotNull()),
+                           facts, labels, seed, attempts)
+    excluded = F.array(normalized(F.col("subject_label")), normalized(F.col("bridge_label")),
+                       normalized(F.lit(IDK)))
+    options = (options.join(candidates.select("candidate_id", "subject_label", "bridge_label"), "candidate_id")
+               .where(F.col("option").isNotNull() & ~F.array_contains(excluded, normalized(F.col("option"))))
+               .withColumn("name", normalized(F.col("option"))))
+    first_by_name = Window.partitionBy("candidate_id", "name").orderBy("priority", _hash(F.col("option"), seed))
+    ranked = Window.partitionBy("candidate_id").orderBy("priority", _hash(F.col("option"), seed))
+    options = (options.withColumn("copy", F.row_number().over(first_by_name)).where("copy = 1")
+               .withColumn("rank", F.row_number().over(ranked)).where("rank <= 3")
+               .groupBy("candidate_id").agg(F.sort_array(F.collect_list(F.struct("rank", "option", "role")))
+                                            .alias("distractors")))
+    candidates = candidates.join(options, "candidate_id", "left")
+    reason = (
+        F.when(F.col("subject_label").isNull(), F.lit("subject has no label"))
+        .when(F.col("bridge_label").isNull(), F.lit("bridge entity has no label"))
+        .when(F.col("answer_text").isNull(), F.lit("answer has no label"))
+        .when(F.col("premise_property").isNull(), F.lit("bridge entity has no premise relation"))
+        .when(F.col("premise_reason").isNotNull(), F.col("premise_reason"))
+        .when(F.col("premise_stated").isNotNull(), F.lit("premise is stated in the graph"))
+        .when(F.col("subject_ambiguous").isNotNull(), F.lit("subject's name is ambiguous"))
+        .when(F.col("object_ambiguous").isNotNull(), F.lit("premise object's name is ambiguous"))
+        .when(contains_words(F.col("question"), F.col("answer_text")), F.lit("question names its near miss"))
+        .when(F.coalesce(F.size("distractors"), F.lit(0)) < 3, F.lit("fewer than three distractors"))
+        .otherwise(F.lit(KEPT))
+    )
+    candidates = candidates.withColumn("reason", reason).localCheckpoint()
+    # One question per chain: among its kept premises, the first in seeded order.
+    per_chain = Window.partitionBy("chain_id").orderBy(_hash(F.col("candidate_id"), seed))
+    kept = candidates.where(F.col("reason") == KEPT).withColumn("pick", F.row_number().over(per_chain))
+    chosen = kept.where("pick = 1").drop("pick")
+    passed_over = kept.where("pick > 1").select("candidate_id").withColumn("passed_over", F.lit(True))
+    candidates = candidates.join(passed_over, "candidate_id", "left").withColumn(
+        "reason", F.when(F.col("passed_over").isNotNull(), F.lit("another premise chosen for the chain"))
+        .otherwise(F.col("reason")))
+    questions = _assemble(chosen, facts, labels, spec, seed, source)
+    return questions, candidates.select("candidate_id", "chain_id", "subject_id", "first", "bridge_id", "second",
+                                        "premise_property", "premise_object", "question", "reason")
+
+
+def _labels(rows: DataFrame, facts: DataFrame, labels: DataFrame, spec: HoaxSpec) -> DataFrame:
+    date = F.col("is_date")
+    geographical = F.col("first_topic").isin(spec.geographical_topics) | F.col("second_topic").isin(spec.geographical_topics)
+    reasoning = F.when(date, F.lit("temporal")).when(geographical, F.lit("geographical")).otherwise(F.lit("bridge entity"))
+    premise_type = _mapping(spec.false_premise_types, F.col("premise_answer_type"), F.lit("property"))
+    by_class = F.lit(None).cast("string")
+    for answer_type in ("number", "event", "location", "person"):  # last assignment wins: person first
+        classes = [c for c, t in spec.answer_type_classes.items() if t == answer_type]
+        if classes:
+            hit = F.arrays_overlap(F.coalesce(F.col("answer_types"), F.array().cast("array<string>")),
+                                   F.array(*[F.lit(c) for c in classes]))
+            by_class = F.when(hit, F.lit(answer_type)).otherwise(by_class)
+    answer_type = F.when(date, F.lit("number")).otherwise(F.coalesce(
+        by_class, _mapping(spec.answer_type_relations, F.col("second_answer_type")), F.lit("common noun")))
+    category = F.coalesce(_mapping(spec.categories_by_relation, F.col("second")),
+                          _mapping(spec.categories_by_topic, F.col("second_topic")), F.lit(spec.default_category))
+    # Country: the subject (or the bridge) when it is one, else its first country relation.
+    unique = facts.where((F.col("resolution") == KEPT) & F.col("single") & F.col("property").isin(spec.country_relations))
+    order = F.array_position(F.array(*[F.lit(p) for p in spec.country_relations]), F.col("property"))
+    first_country = Window.partitionBy("subject_id").orderBy(order)
+    countries = (unique.withColumn("n", F.row_number().over(first_country)).where("n = 1")
+                 .join(labels.select(F.col("id").alias("object_id"), F.col("label").alias("country_label")), "object_id")
+                 .select("subject_id", "country_label"))
+    is_country = lambda types: F.arrays_overlap(F.coalesce(types, F.array().cast("array<string>")),  # noqa: E731
+                                                F.array(*[F.lit(c) for c in spec.country_classes]))
+    rows = (rows.join(countries.withColumnRenamed("country_label", "subject_country"), "subject_id", "left")
+            .join(countries.withColumnRenamed("subject_id", "bridge_id").withColumnRenamed("country_label", "bridge_country"),
+                  "bridge_id", "left"))
+    country = (F.when(is_country(F.col("subject_types")), F.col("subject_label"))
+               .when(F.col("subject_country").isNotNull(), F.col("subject_country"))
+               .when(is_country(F.col("bridge_types")), F.col("bridge_label"))
+               .otherwise(F.coalesce(F.col("bridge_country"), F.lit("unknown"))))
+    return rows.withColumn("reasoning_type", reasoning).withColumn("false_premise_type", premise_type) \
+        .withColumn("answer_type", answer_type).withColumn("category", category).withColumn("country", country)
+
+
+def _assemble(chosen: DataFrame, facts: DataFrame, labels: DataFrame, spec: HoaxSpec, seed: int,
+              source: str) -> DataFrame:
+    rows = _labels(chosen, facts, labels, spec).withColumn(
+        "question_id", stable_id(F.lit("hoax"), F.col("candidate_id")))
+    # "I do not know" dealt round-robin over A-D within each reasoning type and asked
+    # relation, from a seeded start: every group's positions are balanced to within one.
+    group = Window.partitionBy("reasoning_type", "second").orderBy(_hash(F.col("question_id"), seed))
+    start = F.pmod(_hash(F.col("reasoning_type"), F.col("second"), seed), F.lit(4))
+    rows = rows.withColumn("idk_index", F.pmod(F.row_number().over(group) - 1 + start, F.lit(4)).cast("int"))
+    # Distractors fill the other slots in a seeded order.
+    shuffled = F.transform(F.sort_array(F.transform(
+        F.col("distractors"), lambda d: F.struct(F.xxhash64(F.col("question_id"), d["option"], F.lit(seed)).alias("k"),
+                                                 d["option"].alias("option"), d["role"].alias("role")))),
+        lambda d: F.struct(d["option"].alias("option"), d["role"].alias("role")))
+    idk = F.struct(F.lit(IDK).alias("option"), F.lit("idk").alias("role"))
+    ordered = F.concat(F.slice(shuffled, 1, F.col("idk_index")), F.array(idk),
+                       F.slice(shuffled, F.col("idk_index") + 1, 3))
+    rows = rows.withColumn("ordered", ordered)
+    premise_statement = fill(F.col("premise_template"), F.col("bridge_label"), F.col("premise_object_label"))
+    first_statement = F.concat(F.initcap(F.substring(fill(F.col("role"), F.col("subject_label")), 1, 1)),
+                               F.substring(fill(F.col("role"), F.col("subject_label")), 2, 10_000),
+                               F.lit(" is "), F.col("bridge_label"), F.lit("."))
+    recorded = F.when(F.size("true_labels") > 0, F.concat(F.lit(" The graph records "), F.concat_ws(", ", "true_labels"),
+                                                          F.lit(" instead.")))
+    explanation = F.concat_ws(
+        "", first_statement, F.lit(" It is not true that "), F.regexp_replace(premise_statement, r"\.$", ""),
+        F.lit("."), recorded, F.lit(" Nothing matches \""), F.col("description"),
+        F.lit("\", so the question has no answer: the only right option is \"" + IDK + "\"."))
+    hops = F.array(
+        F.struct(F.col("subject_id"), F.col("first").alias("property"), F.col("bridge_id").alias("object_id"),
+                 F.lit(None).cast("string").alias("value"), F.col("first_statement").alias("statement_id")),
+        F.struct(F.col("bridge_id").alias("subject_id"), F.col("second").alias("property"),
+                 F.col("answer_id").alias("object_id"), F.col("answer_value").alias("value"),
+                 F.col("second_statement").alias("statement_id")))
+    return conform(rows.select(
+        "question_id", F.lit(source).alias("source"), F.lit(PATTERN).alias("pattern"), "question",
+        F.col("question").alias("template_question"), F.lit(False).alias("reworded"),
+        F.transform("ordered", lambda o: o["option"]).alias("options"),
+        F.transform("ordered", lambda o: o["role"]).alias("option_roles"),
+        "idk_index", F.element_at(F.array(*[F.lit(x) for x in LETTERS]), F.col("idk_index") + 1).alias("idk_letter"),
+        F.col("bridge_id").alias("premise_subject"), F.col("bridge_label").alias("premise_subject_label"),
+        "premise_property", "premise_object", "premise_object_label", premise_statement.alias("premise_statement"),
+        "contradicted_statement_ids", hops.alias("hops"), "subject_id", "bridge_id",
+        F.col("second").alias("asked_property"), F.col("answer_text").alias("near_miss"),
+        explanation.alias("explanation"), "reasoning_type", "false_premise_type", "answer_type", "category",
+        "country",
+    ))
+
+
+def hoax_stats(candidates: DataFrame, source: str) -> DataFrame:
+    """Candidates per pattern and reason (``kept`` included), with each reason's share."""
+    total = Window.partitionBy("pattern")
+    return (candidates.groupBy(F.lit(source).alias("source"), F.lit(PATTERN).alias("pattern"), "reason")
+            .agg(F.count("*").alias("candidates"))
+            .withColumn("share", F.round(F.col("candidates") / F.sum("candidates").over(total), 4)))
+
+
+def position_spread(questions: DataFrame) -> dict[str, int]:
+    """How often "I do not know" sits at each letter."""
+    counts = {row["idk_letter"]: row["n"] for row in questions.groupBy("idk_letter").agg(F.count("*").alias("n")).collect()}
+    return {letter: int(counts.get(letter, 0)) for letter in LETTERS}
+
+
+def options_problems(options: Sequence[str], idk_index: int) -> list[str]:
+    """What is wrong with one question's options (empty: fine)."""
+    problems = []
+    if len(options) != 4:
+        problems.append(f"{len(options)} options, not 4")
+    names = [" ".join(str(o or "").casefold().split()) for o in options]
+    if any(not n for n in names):
+        problems.append("an empty option")
+    if len(set(names)) != len(names):
+        problems.append("options repeat")
+    if not 0 <= idk_index < len(options) or names[idk_index] != IDK.casefold():
+        problems.append("'I do not know' is not at idk_index")
+    elif names.count(IDK.casefold()) != 1:
+        problems.append("'I do not know' more than once")
+    return problems

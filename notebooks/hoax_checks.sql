@@ -1,0 +1,50 @@
+-- Validity checks over hoax_questions built from the graph: each query counts violations and
+-- must give 0. Run one with `misbench sql "<query>"`; tests/hoax/test_hoax.py runs them all on
+-- the real slice and on a replicated dump. The reference date is claims.reference_date.
+
+-- A false premise that the graph states (any rank, any time): it would not be false.
+SELECT count(*) AS premise_stated FROM hoax_questions q WHERE q.source = 'wikidata' AND EXISTS (
+  SELECT 1 FROM triples t WHERE t.subject_id = q.premise_subject AND t.property = q.premise_property
+    AND t.object_id = q.premise_object);
+
+-- A premise whose subject or object is no entity, or whose property the graph never uses.
+SELECT count(*) AS premise_not_real FROM hoax_questions q WHERE q.source = 'wikidata' AND (
+  NOT EXISTS (SELECT 1 FROM entities e WHERE e.id = q.premise_subject)
+  OR NOT EXISTS (SELECT 1 FROM entities e WHERE e.id = q.premise_object)
+  OR NOT EXISTS (SELECT 1 FROM triples t WHERE t.property = q.premise_property));
+
+-- A premise that contradicts nothing: its statements must be the premise subject's values of
+-- the premise property, stated in the graph.
+SELECT count(*) AS contradicts_nothing FROM (
+  SELECT premise_subject, premise_property, sid FROM hoax_questions
+  LATERAL VIEW OUTER explode(contradicted_statement_ids) AS sid WHERE source = 'wikidata') x
+WHERE x.sid IS NULL OR NOT EXISTS (
+  SELECT 1 FROM triples t WHERE t.statement_id = x.sid AND t.subject_id = x.premise_subject
+    AND t.property = x.premise_property);
+
+-- A hop of the question's chain that the graph does not state as a current fact.
+SELECT count(*) AS hop_not_stated FROM (
+  SELECT h.* FROM hoax_questions LATERAL VIEW explode(hops) AS h WHERE source = 'wikidata') h
+WHERE NOT EXISTS (
+  SELECT 1 FROM triples t WHERE t.statement_id = h.statement_id AND t.subject_id = h.subject_id
+    AND t.property = h.property AND (t.object_id = h.object_id OR t.value = h.value)
+    AND t.rank != 'deprecated'
+    AND (t.end_time IS NULL OR (t.end_time != 'somevalue' AND t.end_time > '2026-01-01'))
+    AND (t.start_time IS NULL OR t.start_time = 'somevalue' OR t.start_time <= '2026-01-01'));
+
+-- A hop whose subject has another current value of that property (or an unknown one): the
+-- chain would not single out one entity.
+SELECT count(*) AS hop_not_unique FROM (
+  SELECT h.* FROM hoax_questions LATERAL VIEW explode(hops) AS h WHERE source = 'wikidata') h
+WHERE (
+  SELECT count(DISTINCT CASE WHEN t.value_type IN ('somevalue', 'novalue') THEN t.value_type
+                        ELSE coalesce(t.object_id, t.value) END) FROM triples t
+  WHERE t.subject_id = h.subject_id AND t.property = h.property AND t.rank != 'deprecated'
+    AND (t.end_time IS NULL OR (t.end_time != 'somevalue' AND t.end_time > '2026-01-01'))
+    AND (t.start_time IS NULL OR t.start_time = 'somevalue' OR t.start_time <= '2026-01-01')) != 1;
+
+-- Options that repeat (ignoring case and spaces), or "I do not know" not where idk_index says.
+SELECT count(*) AS bad_options FROM hoax_questions
+WHERE size(array_distinct(transform(options, o -> lower(trim(o))))) != 4
+   OR options[idk_index] != 'I do not know'
+   OR size(filter(options, o -> o = 'I do not know')) != 1;

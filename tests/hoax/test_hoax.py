@@ -1,0 +1,182 @@
+"""`misbench hoax` and `import-hoax` on real Spark and Delta tables: questions from the real
+slice and from a replicated dump pass the SQL checks of notebooks/hoax_checks.sql (which find
+a planted true premise), options are distinct with "I do not know" balanced over A-D, every
+candidate is counted with its reason, reruns change nothing, and the MultiHoax sample file
+imports with its rejects."""
+import bz2
+import json
+import re
+
+import pytest
+from pyspark.sql import functions as F
+
+from misbench.cli import main
+from misbench.hoax import spec as hoax_spec
+from misbench.hoax.answers import answer_schema, json_verdict
+from misbench.hoax.job import run_hoax, run_hoax_import
+from misbench.hoax.stage import IDK, LETTERS, options_problems
+from misbench.ingest.job import run_ingest
+from misbench.lake import DeltaRsLake
+from tests.conftest import PROJECT, SLICE_JSON, copy_lake, require_slice
+
+CHECKS = PROJECT / "notebooks" / "hoax_checks.sql"
+SAMPLE = PROJECT / "tests" / "data" / "multihoax-release-sample.jsonl"
+_ID = re.compile(r'^\{"type":"item","id":"Q(\d+)"')
+ROMAN = ["", " II", " III", " IV", " V"]
+
+
+def check_queries():
+    text = "\n".join(line for line in CHECKS.read_text().splitlines() if not line.startswith("--"))
+    return [q.strip() for q in text.split(";") if q.strip()]
+
+
+def violations(spark, lake):
+    lake.register_views()
+    return {q.split(" AS ")[1].split()[0]: spark.sql(q).first()[0] for q in check_queries()}
+
+
+def replicated_dump(path, copies):
+    """The slice ``copies`` times with fresh entity ids and, from the second copy on, English
+    labels with a numeral ("Forth Bridge II"): copies of one name would make every question
+    ambiguous. Statements still point at the first copy's objects."""
+    lines = [line for line in SLICE_JSON.read_text(encoding="utf-8").split("\n") if line.startswith("{")]
+    with bz2.open(path, "wt", encoding="utf-8") as out:
+        out.write("[\n")
+        for copy in range(copies):
+            for line in lines:
+                entity = json.loads(line.rstrip(","))
+                entity["id"] = f"Q{int(entity['id'][1:]) + copy * 10_000_000}"
+                if copy and "en" in entity.get("labels", {}):
+                    entity["labels"]["en"]["value"] += ROMAN[copy]
+                out.write(json.dumps(entity, ensure_ascii=False) + ",\n")
+        out.write("]\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def hoax_lake(spark, cfg, bench_root, tmp_path_factory):
+    root = tmp_path_factory.mktemp("hoax") / "lake"
+    lake = copy_lake(spark, bench_root, root)
+    run_cfg = cfg.with_overrides([f"lake.root={root}"])
+    report = run_hoax(spark, lake, run_cfg)
+    return lake, run_cfg, report
+
+
+def test_questions_from_the_real_slice_pass_every_check(spark, hoax_lake):
+    lake, _, report = hoax_lake
+    questions = lake.read("hoax_questions").where("source = 'wikidata'").collect()
+    assert report.questions == len(questions) >= 4
+    assert violations(spark, lake) == dict.fromkeys(
+        ["premise_stated", "premise_not_real", "contradicts_nothing", "hop_not_stated", "hop_not_unique",
+         "bad_options"], 0)
+    for q in questions:
+        assert options_problems(q.options, q.idk_index) == []
+        assert q.options[q.idk_index] == IDK and q.idk_letter == LETTERS[q.idk_index]
+        assert sorted(q.option_roles) == sorted(["idk", "near_miss", "distractor", "distractor"]) \
+            or q.option_roles.count("idk") == 1
+        assert q.reasoning_type in hoax_spec.REASONING_TYPES
+        assert q.false_premise_type in hoax_spec.FALSE_PREMISE_TYPES
+        assert q.answer_type in hoax_spec.ANSWER_TYPES and q.category in hoax_spec.CATEGORIES
+        assert q.country and len(q.hops) == 2 and q.hops[0].object_id == q.hops[1].subject_id == q.premise_subject
+        # The question names the premise's object and never its near miss; the explanation
+        # says what is false and what the graph records instead.
+        assert q.premise_object_label in q.question and q.near_miss not in q.question
+        assert f"It is not true that {q.premise_statement[:-1]}" in q.explanation and IDK in q.explanation
+    forth = next(q for q in questions if "Forth Bridge" in q.question)
+    assert forth.question == ("What is the capital of the country where Forth Bridge lies that shares a "
+                              "border with Belgium?")
+    assert forth.near_miss == "London" and forth.country == "United Kingdom"
+    assert (forth.reasoning_type, forth.answer_type, forth.category) == ("geographical", "location", "geography")
+
+
+def test_idk_is_balanced_and_every_candidate_is_counted(hoax_lake):
+    lake, _, report = hoax_lake
+    questions = lake.read("hoax_questions").where("source = 'wikidata'")
+    groups = questions.select("reasoning_type", "asked_property").distinct().count()
+    spread = report.idk_positions
+    assert sum(spread.values()) == report.questions and max(spread.values()) - min(spread.values()) <= groups
+    stats = {r.reason: r.candidates for r in lake.read("hoax_stats").where("source = 'wikidata'").collect()}
+    assert stats["kept"] == report.questions
+    # the slice has chains whose answer has no label, bridges whose premise relation points
+    # at themselves (a country "in" itself) and premises with no false object of their type
+    assert {"answer has no label", "premise relation gives the bridge itself",
+            "no false object of the right type"} <= set(stats)
+    assert sum(stats.values()) == sum(report.rejected.values()) + report.questions
+
+
+def test_a_planted_true_premise_and_a_repeated_option_are_found(spark, hoax_lake, tmp_path):
+    lake = copy_lake(spark, hoax_lake[0].location("hoax_questions").rsplit("/", 1)[0], tmp_path / "lake")
+    questions = lake.read("hoax_questions")
+    first = questions.orderBy("question_id").first()
+    true_object = lake.read("triples").where(
+        (F.col("subject_id") == first.premise_subject) & (F.col("property") == first.premise_property)).first().object_id
+    planted = questions.withColumn(
+        "premise_object", F.when(F.col("question_id") == first.question_id, F.lit(true_object))
+        .otherwise(F.col("premise_object"))) \
+        .withColumn("options", F.when(F.col("question_id") == first.question_id,
+                                      F.array_repeat(F.col("options")[0], 4)).otherwise(F.col("options")))
+    lake.write(planted.localCheckpoint(), "hoax_questions", partition_by=["source"])
+    found = violations(spark, lake)
+    assert found["premise_stated"] == 1 and found["bad_options"] == 1
+
+
+def test_rerun_gives_the_same_questions(spark, hoax_lake):
+    lake, run_cfg, report = hoax_lake
+    before = {r.question_id: (r.question, tuple(r.options)) for r in lake.read("hoax_questions").collect()}
+    again = run_hoax(spark, lake, run_cfg)
+    after = {r.question_id: (r.question, tuple(r.options)) for r in lake.read("hoax_questions").collect()}
+    assert again.questions == report.questions and after == before
+
+
+def test_replicated_dump_scales_the_questions_and_keeps_them_valid(spark, cfg, tmp_path):
+    require_slice()
+    root = tmp_path / "lake"
+    run_cfg = cfg.with_overrides([f"lake.root={root}"])
+    lake = DeltaRsLake(spark, root=str(root))
+    run_ingest(spark, lake, run_cfg, [str(replicated_dump(tmp_path / "replicated.json.bz2", 3))])
+    report = run_hoax(spark, lake, run_cfg)
+    assert report.questions >= 12  # the slice's 4 chains, once per copy of their subjects
+    assert all(v == 0 for v in violations(spark, lake).values())
+    assert max(report.idk_positions.values()) - min(report.idk_positions.values()) <= 1
+
+
+def test_import_reads_the_paper_examples_and_rejects_with_reasons(spark, cfg, tmp_path):
+    root = tmp_path / "lake"
+    lake = DeltaRsLake(spark, root=str(root))
+    run_cfg = cfg.with_overrides([f"lake.root={root}"])
+    report = run_hoax_import(spark, lake, run_cfg, [str(SAMPLE)], "multihoax-sample")
+    assert (report.records, report.questions, report.rejects) == (8, 4, 4)
+    questions = {r.question[:30]: r for r in lake.read("hoax_questions").collect()}
+    nemati = next(q for k, q in questions.items() if k.startswith("Which Iranian wrestler"))
+    assert nemati.options[nemati.idk_index] == IDK and nemati.country == "Iran"
+    assert (nemati.category, nemati.false_premise_type, nemati.answer_type, nemati.reasoning_type) == \
+        ("sports", "event", "person", "temporal")
+    cyrus = next(q for k, q in questions.items() if k.startswith("Who was the son"))
+    assert cyrus.idk_index == 2 and cyrus.reasoning_type == "bridge entity"  # option_a..d, mhq_type
+    rejects = {r.line: r.reason for r in lake.read("hoax_import_rejects").collect()}
+    assert rejects[5] == "repeated question" and rejects[6] == "no single 'I do not know' option"
+    assert rejects[7] == "missing explanation" and rejects[8].startswith("not JSON")
+    again = run_hoax_import(spark, lake, run_cfg, [str(SAMPLE)], "multihoax-sample")
+    assert again.questions == lake.read("hoax_questions").count() == 4
+    assert main(["import-hoax", str(SAMPLE), "--name", "wikidata", "--lake", str(root)]) == 2
+
+
+def test_json_answers_are_read_by_their_schema():
+    options = ["London", "Berlin", IDK, "Poznań"]
+    schema = answer_schema()
+    assert json_verdict('{"answer": "I do not know", "explanation": "No such country."}', options, schema) == ("valid", 2)
+    assert json_verdict('```json\n{"answer": "C", "explanation": "x"}\n```', options, schema) == ("valid", 2)
+    assert json_verdict('{"answer": "london", "explanation": "x"}', options, schema) == ("valid", 0)
+    assert json_verdict('{"answer": "London"', options, schema) == ("invalid json", None)
+    assert json_verdict('{"answer": "London"}', options, schema) == ("schema violation", None)
+    assert json_verdict('{"answer": "London", "explanation": "x", "confidence": 1}', options, schema)[0] == \
+        "schema violation"
+    assert json_verdict('{"answer": "Paris", "explanation": "x"}', options, schema) == ("not an option", None)
+    assert json_verdict("London", options, schema) == ("invalid json", None)
+
+
+def test_option_rules():
+    assert options_problems(["a", "b", IDK, "c"], 2) == []
+    assert options_problems(["a", "A ", IDK, "c"], 2) == ["options repeat"]
+    assert options_problems(["a", "b", "c", IDK], 1) == ["'I do not know' is not at idk_index"]
+    assert options_problems(["a", IDK, "c"], 1) == ["3 options, not 4"]
