@@ -1,6 +1,6 @@
 -- Validity checks over hoax_questions built from the graph: each query counts violations and
 -- must give 0. Run one with `misbench sql "<query>"`; tests/hoax/test_hoax.py runs them all on
--- the real slice and on a replicated dump. The reference date is claims.reference_date.
+-- the real slice and on a replicated dump. '2026-01-01' is claims.reference_date (change both).
 
 -- A false premise that the graph states (any rank, any time): it would not be false.
 SELECT count(*) AS premise_stated FROM hoax_questions q WHERE q.source = 'wikidata' AND EXISTS (
@@ -48,3 +48,15 @@ SELECT count(*) AS bad_options FROM hoax_questions
 WHERE size(array_distinct(transform(options, o -> lower(trim(o))))) != 4
    OR options[idk_index] != 'I do not know'
    OR size(filter(options, o -> o = 'I do not know')) != 1;
+
+-- "I do not know" unbalanced: within a reasoning type and asked relation (the groups it is
+-- dealt in), its letters differ by more than one question.
+SELECT count(*) AS idk_unbalanced FROM (
+  SELECT reasoning_type, asked_property, max(n) - min(n) AS spread FROM (
+    SELECT g.reasoning_type, g.asked_property, l.letter, count(q.question_id) AS n
+    FROM (SELECT DISTINCT reasoning_type, asked_property FROM hoax_questions WHERE source = 'wikidata') g
+    CROSS JOIN (SELECT explode(array('A', 'B', 'C', 'D')) AS letter) l
+    LEFT JOIN hoax_questions q ON q.source = 'wikidata' AND q.reasoning_type = g.reasoning_type
+      AND q.asked_property = g.asked_property AND q.idk_letter = l.letter
+    GROUP BY g.reasoning_type, g.asked_property, l.letter)
+  GROUP BY reasoning_type, asked_property) WHERE spread > 1;

@@ -213,6 +213,17 @@ def _cmd_bench(args) -> int:
     return EXIT_OK
 
 
+def _model_line(command: str, report, answers: int) -> str:
+    """One evaluated model's summary: answers, the headline metric per setting with its n."""
+    parts = []
+    for setting, (metric, value, n) in report.headline.items():
+        shown = "null" if value is None or value != value else f"{value:.3f}"
+        parts.append(f"{setting} {metric} {shown} (n={n})")
+    return (f"{command} {report.model} ({report.backend}, {report.answer_mode}): {answers} answers "
+            f"({report.answered_now} new, {report.unparsed} unparsed); " + "; ".join(parts)
+            + f"; MLflow run {report.mlflow_run_id}")
+
+
 def _cmd_evaluate(args) -> int:
     from misbench.evaluate.job import run_evaluate
 
@@ -223,13 +234,7 @@ def _cmd_evaluate(args) -> int:
     from misbench.evaluate.tracking import store_location
 
     for report in reports:
-        parts = []
-        for setting, (metric, value, n) in report.headline.items():
-            shown = "null" if value is None or value != value else f"{value:.3f}"
-            parts.append(f"{setting} {metric} {shown} (n={n})")
-        print(f"evaluate {report.model} ({report.backend}, {report.answer_mode}): {report.items} answers "
-              f"({report.answered_now} new, {report.unparsed} unparsed); " + "; ".join(parts)
-              + f"; MLflow run {report.mlflow_run_id}")
+        print(_model_line("evaluate", report, report.items))
     uri = store_location(cfg)[0]
     print(f"evaluate: see eval_metrics and eval_responses; MLflow UI: mlflow ui --backend-store-uri {uri}")
     return EXIT_OK
@@ -276,13 +281,7 @@ def _cmd_hoax_evaluate(args) -> int:
     cfg, spark, lake = _open(args)
     reports = run_hoax_evaluate(spark, lake, cfg, models=args.model, tasks=args.tasks, source=args.source)
     for report in reports:
-        parts = []
-        for task, (metric, value, n) in report.headline.items():
-            shown = "null" if value is None or value != value else f"{value:.3f}"
-            parts.append(f"{task} {metric} {shown} (n={n})")
-        print(f"hoax-evaluate {report.model} ({report.backend}, {report.answer_mode}): {report.answers} answers "
-              f"({report.answered_now} new, {report.unparsed} unparsed); " + "; ".join(parts)
-              + f"; MLflow run {report.mlflow_run_id}")
+        print(_model_line("hoax-evaluate", report, report.answers))
     print(f"hoax-evaluate: see eval_metrics (setting hoax_*), eval_responses and hoax_judgements; "
           f"MLflow UI: mlflow ui --backend-store-uri {store_location(cfg)[0]}")
     return EXIT_OK

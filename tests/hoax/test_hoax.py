@@ -65,15 +65,15 @@ def hoax_lake(spark, cfg, bench_root, tmp_path_factory):
 def test_questions_from_the_real_slice_pass_every_check(spark, hoax_lake):
     lake, _, report = hoax_lake
     questions = lake.read("hoax_questions").where("source = 'wikidata'").collect()
-    assert report.questions == len(questions) >= 4
+    assert report.questions == len(questions) >= 3
     assert violations(spark, lake) == dict.fromkeys(
         ["premise_stated", "premise_not_real", "contradicts_nothing", "hop_not_stated", "hop_not_unique",
-         "bad_options"], 0)
+         "bad_options", "idk_unbalanced"], 0)
     for q in questions:
         assert options_problems(q.options, q.idk_index) == []
         assert q.options[q.idk_index] == IDK and q.idk_letter == LETTERS[q.idk_index]
-        assert sorted(q.option_roles) == sorted(["idk", "near_miss", "distractor", "distractor"]) \
-            or q.option_roles.count("idk") == 1
+        assert q.option_roles.count("idk") == 1 and q.option_roles.count("near_miss") == 1
+        assert set(q.option_roles) <= {"idk", "near_miss", "context", "distractor"}
         assert q.reasoning_type in hoax_spec.REASONING_TYPES
         assert q.false_premise_type in hoax_spec.FALSE_PREMISE_TYPES
         assert q.answer_type in hoax_spec.ANSWER_TYPES and q.category in hoax_spec.CATEGORIES
@@ -97,10 +97,10 @@ def test_idk_is_balanced_and_every_candidate_is_counted(hoax_lake):
     assert sum(spread.values()) == report.questions and max(spread.values()) - min(spread.values()) <= groups
     stats = {r.reason: r.candidates for r in lake.read("hoax_stats").where("source = 'wikidata'").collect()}
     assert stats["kept"] == report.questions
-    # the slice has chains whose answer has no label, bridges whose premise relation points
-    # at themselves (a country "in" itself) and premises with no false object of their type
-    assert {"answer has no label", "premise relation gives the bridge itself",
-            "no false object of the right type"} <= set(stats)
+    # the slice has chains whose answer has no label, premises on a hop's own relation (the
+    # country's country) and premises with no false object of their type
+    assert {"answer has no label", "no false object of the right type",
+            "premise relation is a hop's relation"} <= set(stats)
     assert sum(stats.values()) == sum(report.rejected.values()) + report.questions
 
 
@@ -135,7 +135,7 @@ def test_replicated_dump_scales_the_questions_and_keeps_them_valid(spark, cfg, t
     lake = DeltaRsLake(spark, root=str(root))
     run_ingest(spark, lake, run_cfg, [str(replicated_dump(tmp_path / "replicated.json.bz2", 3))])
     report = run_hoax(spark, lake, run_cfg)
-    assert report.questions >= 12  # the slice's 4 chains, once per copy of their subjects
+    assert report.questions >= 9  # the slice's 3 chains, once per copy of their subjects
     assert all(v == 0 for v in violations(spark, lake).values())
     assert max(report.idk_positions.values()) - min(report.idk_positions.values()) <= 1
 
@@ -175,8 +175,32 @@ def test_json_answers_are_read_by_their_schema():
     assert json_verdict("London", options, schema) == ("invalid json", None)
 
 
+def test_a_judge_reply_is_read_as_its_word_and_nothing_else():
+    from misbench.evaluate.stage import parse_choice
+
+    assert parse_choice("Yes", ["Yes", "No"]) == "Yes" and parse_choice(" no. ", ["Yes", "No"]) == "No"
+    assert parse_choice("Yes, it names the premise.", ["Yes", "No"]) is None
+    assert parse_choice("Yes or no", ["Yes", "No"]) is None
+
+
 def test_option_rules():
     assert options_problems(["a", "b", IDK, "c"], 2) == []
     assert options_problems(["a", "A ", IDK, "c"], 2) == ["options repeat"]
     assert options_problems(["a", "b", "c", IDK], 1) == ["'I do not know' is not at idk_index"]
     assert options_problems(["a", IDK, "c"], 1) == ["3 options, not 4"]
+
+
+def test_a_premise_stated_the_other_way_round_is_not_false(spark, cfg, hoax_lake, tmp_path):
+    """Borders are symmetric: once the graph says Belgium borders the United Kingdom, "the
+    country ... that shares a border with Belgium" is the United Kingdom and the question is
+    no hoax."""
+    root = tmp_path / "lake"
+    lake = copy_lake(spark, hoax_lake[1].get("lake.root"), root)
+    triples = lake.read("triples")
+    border = triples.where("property = 'P47'").limit(1).withColumn("statement_id", F.lit("Q31$planted")) \
+        .withColumn("subject_id", F.lit("Q31")).withColumn("object_id", F.lit("Q145"))
+    lake.write(triples.unionByName(border).localCheckpoint(), "triples", partition_by=["value_type"])
+    report = run_hoax(spark, lake, cfg.with_overrides([f"lake.root={root}"]))
+    questions = lake.read("hoax_questions").where("source = 'wikidata'").collect()
+    assert not any(q.premise_object == "Q31" and q.premise_subject == "Q145" for q in questions)
+    assert report.rejected.get("premise is stated in the graph", 0) >= 1

@@ -235,6 +235,10 @@ def parse_choice(reply: str | None, letters: Sequence[str], options: Sequence[st
     text = reply.strip()
     if not text:
         return None
+    # Options named by a word ("Yes" / "No" of a judge) are read when the reply is that word.
+    words = [letter for letter in letters if len(letter) > 1 and _plain(letter) == _plain(text)]
+    if len(words) == 1:
+        return words[0]
     match = _LETTER_REPLY.match(text)
     if match and match.group(1) in letters:  # upper case only: "a" is a word, "A" a letter
         letter, rest = match.group(1), (match.group(2) or "").strip()

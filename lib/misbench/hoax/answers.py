@@ -219,8 +219,9 @@ def hoax_metrics(choice: DataFrame, justified: DataFrame | None, json_answers: D
       are reported apart), ``near_miss_rate`` (the answer the question would have without its
       premise), ``unparsed_rate``, ``error_rate``, ``top_letter_share``.
     - hoax_justification: ``accuracy`` ("I do not know" and a justification the judge says
-      names the premise, over all questions), ``judged_names_premise_rate`` (among
-      justifications), ``mean_judge_probability``, ``mean_similarity``, ``similar_rate``.
+      names the premise, over all answered questions), ``judged_names_premise_rate`` (among
+      judged justifications), ``judge_unread_rate`` (justifications whose judge answer could
+      not be read), ``mean_judge_probability``, ``mean_similarity``, ``similar_rate``.
     - hoax_json: ``accuracy``, ``invalid_json_rate``, ``schema_violation_rate``,
       ``not_an_option_rate``, ``error_rate``.
     """
@@ -257,12 +258,14 @@ def hoax_metrics(choice: DataFrame, justified: DataFrame | None, json_answers: D
     if justified is not None:
         # Over every answered choice: detected = "I do not know" and a justification judged right.
         detected = choice.select("question_id", "chosen_role", "error").join(
-            justified.select("question_id", "names_premise", "judge_yes_probability", "similarity", "similar"),
-            "question_id", "left")
+            justified.select("question_id", "names_premise", "judge_yes_probability", "similarity", "similar",
+                             F.lit(True).alias("justified")), "question_id", "left")
         has_reason = F.col("names_premise").isNotNull()
         emit(detected, SETTINGS["justification"], [
             ("accuracy", _rate((F.col("chosen_role") == "idk") & F.col("names_premise"), answered)),
             ("judged_names_premise_rate", _rate(F.col("names_premise"), has_reason)),
+            # justifications the judge's answer could not be read for (counted, never guessed)
+            ("judge_unread_rate", _rate(~has_reason, F.coalesce(F.col("justified"), F.lit(False)))),
             ("mean_judge_probability", (F.avg("judge_yes_probability"), F.count("judge_yes_probability"))),
             ("mean_similarity", (F.avg("similarity"), F.count("similarity"))),
             ("similar_rate", _rate(F.col("similar"), F.col("similar").isNotNull())),

@@ -40,6 +40,16 @@ class HoaxModelReport:
     headline: dict = field(default_factory=dict)  # task -> (metric, value, n)
 
 
+def _slug(value: str) -> str:
+    """A label as MLflow accepts it in a metric name ("People's Republic of China" has a
+    quote); eval_metrics keeps the label as it is."""
+    import re
+    import unicodedata
+
+    plain = unicodedata.normalize("NFKD", str(value)).encode("ascii", "ignore").decode()
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", plain.replace("&", "and")).strip("_") or "x"
+
+
 def _greedy(max_tokens: int, seed: int) -> dict:
     return dict(temperature=0.0, top_p=1.0, max_tokens=max_tokens, seed=seed, min_tokens=0)
 
@@ -141,7 +151,8 @@ def run_hoax_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list
                 answered += count
                 justifications = justifications.cache()
                 cached.append(justifications)
-                judge_mode, judge_fallback = mode, fallback  # P("Yes") where the judge's backend gives it
+                # P("Yes") where the judge's backend gives it, else its reply read as Yes / No
+                judge_mode, judge_fallback = mode, fallback
                 produce = eval_stage.answer_batches(judge_llm, judge_mode, _greedy(4, seed), run_id, judge_fallback)
                 count, judged = answer_items(lake, options, judge_llm, judge_model, judge_mode,
                                              answers.judge_items(questions, justifications, prompts["judge"]), produce)
@@ -173,8 +184,8 @@ def run_hoax_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list
                 with mlflow.start_run(run_name=setting, nested=True) as child:
                     setting_runs[setting] = child.info.run_id
                     rows = [r.asDict() for r in computed.where(F.col("setting") == setting).collect()]
-                    key = lambda r: "/".join([r["metric"]] + [f"{d}_{r[d]}" for d in HOAX_DIMENSIONS  # noqa: E731
-                                                              if r.get(d) is not None]).replace(" ", "_").replace("&", "and")
+                    key = lambda r: "/".join([r["metric"]] + [f"{d}_{_slug(r[d])}" for d in HOAX_DIMENSIONS  # noqa: E731
+                                                              if r.get(d) is not None])
                     values = {key(r): r["value"] for r in rows if r["value"] is not None}
                     values.update({f"n/{key(r)}": r["n"] for r in rows})
                     mlflow.log_metrics(values)

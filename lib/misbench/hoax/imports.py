@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import json
 import re
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from misbench.hoax.spec import ANSWER_TYPES, CATEGORIES, FALSE_PREMISE_TYPES, REASONING_TYPES
 from misbench.hoax.stage import IDK, LETTERS, options_problems
 
 ALIASES = {
@@ -28,6 +30,29 @@ ALIASES = {
     "reasoning_type": ("reasoning_type", "mhq_type", "multi_hop_type", "question_type", "reasoning"),
 }
 REQUIRED = ("question", "options", "explanation")
+# Each label's vocabulary (ours, the paper's) and the other spellings a release may use.
+VOCABULARIES = {
+    "reasoning_type": (REASONING_TYPES, {"named entity": "bridge entity", "bridge": "bridge entity",
+                                         "named entity reasoning": "bridge entity", "geography": "geographical",
+                                         "time": "temporal"}),
+    "false_premise_type": (FALSE_PREMISE_TYPES, {}),
+    "answer_type": (ANSWER_TYPES, {"common nouns": "common noun", "noun": "common noun", "place": "location"}),
+    "category": (CATEGORIES, {"science and technology": "science & technology",
+                              "arts and literature": "arts & literature", "holidays and leisure": "holidays & leisure",
+                              "art & literature": "arts & literature", "art and literature": "arts & literature"}),
+}
+
+
+def vocabulary_label(field: str, value) -> tuple[str | None, str | None]:
+    """(the label in our vocabulary, or None when absent; why it is unknown, or None)."""
+    if value in (None, ""):
+        return None, None
+    text = " ".join(str(value).strip().lower().replace("-", " ").split())
+    text = re.sub(r"\s+(reasoning|type)$", "", text) if field == "reasoning_type" and text not in VOCABULARIES[field][0] \
+        else text
+    allowed, synonyms = VOCABULARIES[field]
+    text = synonyms.get(text, text)
+    return (text, None) if text in allowed else (None, f"unknown {field.replace('_', ' ')} '{value}'")
 
 
 def _key(name: str) -> str:
@@ -38,7 +63,7 @@ def records(path: Path) -> Iterator[tuple[int, dict | None, str | None]]:
     """(line or record number, record, why it could not be read) per record of one file."""
     text = path.read_text(encoding="utf-8")
     if path.suffix.lower() == ".csv":
-        for number, row in enumerate(csv.DictReader(text.splitlines()), start=2):
+        for number, row in enumerate(csv.DictReader(io.StringIO(text, newline="")), start=2):
             yield number, dict(row), None
         return
     stripped = text.lstrip()
@@ -113,16 +138,22 @@ def as_rows(files: Iterable[tuple[str, Iterable[tuple[int, dict | None, str | No
             if question.casefold() in seen:
                 reject(file, line, "repeated question", record)
                 continue
+            labels, unknown = {}, []
+            for field in VOCABULARIES:
+                labels[field], problem = vocabulary_label(field, fields[field])
+                if problem:
+                    unknown.append(problem)
+            if unknown:
+                reject(file, line, "; ".join(unknown), record)
+                continue
             seen.add(question.casefold())
-            label = lambda f: None if fields[f] in (None, "") else str(fields[f]).strip().lower()  # noqa: E731
             rows.append({
                 "question_id": hashlib.sha256(f"{source}|{question}".encode()).hexdigest()[:16],
                 "source": source, "pattern": "imported", "question": question, "template_question": None,
                 "options": options, "option_roles": ["idk" if i == idk[0] else "distractor" for i in range(4)],
                 "idk_index": idk[0], "idk_letter": LETTERS[idk[0]],
                 "explanation": str(fields["explanation"]).strip(),
-                "reasoning_type": label("reasoning_type"), "false_premise_type": label("false_premise_type"),
-                "answer_type": label("answer_type"), "category": label("category"),
+                **labels,
                 "country": None if fields["country"] in (None, "") else str(fields["country"]).strip(),
             })
     return rows, rejects

@@ -40,11 +40,19 @@ class HoaxReport:
 
 
 def check_options(questions: DataFrame) -> None:
-    """Every question's options obey the rules before anything is written."""
-    bad = [(r["question_id"], problems) for r in questions.select("question_id", "options", "idk_index").collect()
-           if (problems := stage.options_problems(list(r["options"] or []), int(r["idk_index"])))]
-    if bad:
-        raise RuntimeError(f"hoax: {len(bad)} questions break the option rules, e.g. {bad[0]}; nothing was written")
+    """Every question's options obey the rules before anything is written (checked in the
+    executors: only the offenders come back)."""
+    @F.udf("array<string>")
+    def problems(options, idk_index):
+        return stage.options_problems(list(options or []), -1 if idk_index is None else int(idk_index))
+
+    bad = questions.select("question_id", problems("options", "idk_index").alias("problems")) \
+        .where(F.size("problems") > 0)
+    count = bad.count()
+    if count:
+        first = bad.first()
+        raise RuntimeError(f"hoax: {count} questions break the option rules, e.g. {first['question_id']}: "
+                           f"{', '.join(first['problems'])}; nothing was written")
 
 
 def reword(spark: SparkSession, lake: Lake, cfg: Config, questions: DataFrame) -> tuple[DataFrame, DataFrame]:

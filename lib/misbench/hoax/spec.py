@@ -68,10 +68,11 @@ def load_spec(path: Path | None = None) -> HoaxSpec:
     relations, _ = load_relations()
     clauses = data.get("premise_clauses") or {}
     asked: dict[str, AskedRelation] = {}
+    excluded = set(data.get("premise_exclude") or [])
     for relation in relations:
+        clause = None if relation.relation in excluded else _clause(relation.statement, clauses.get(relation.relation))
         asked[relation.relation] = AskedRelation(
-            relation.relation, relation.question, relation.statement,
-            _clause(relation.statement, clauses.get(relation.relation)),
+            relation.relation, relation.question, relation.statement, clause,
             relation.answer_type, relation.topic, relation.multi_valued)
     for relation, extra in (data.get("extra_premise_relations") or {}).items():
         clause = clauses.get(relation)

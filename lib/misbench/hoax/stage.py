@@ -126,7 +126,7 @@ def premises(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], 
              .join(F.broadcast(relations), "property").join(labelled, "object_id", "left")
              .groupBy("subject_id", "property", "premise_template", "premise_clause", "premise_answer_type",
                       "premise_multi_valued")
-             .agg(F.count("*").alias("known_values"), F.min("object_id").alias("object_id"),
+             .agg(F.countDistinct("object_id").alias("known_values"), F.min("object_id").alias("object_id"),
                   F.max((F.col("object_id") == F.col("subject_id")).cast("int")).alias("self_valued"),
                   F.sort_array(F.collect_set("statement_id")).alias("contradicted_statement_ids"),
                   F.sort_array(F.collect_set("true_label")).alias("true_labels"))
@@ -144,13 +144,20 @@ def premises(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], 
                         .when(F.col("premise_object").isNull(), F.lit("no false object of the right type")))
             .select(F.col("subject_id").alias("bridge_id"), F.col("property").alias("premise_property"),
                     "premise_template", "premise_clause", "premise_answer_type", "contradicted_statement_ids",
+                    "known_values",
                     "true_labels", "premise_object", "premise_object_label", "premise_reason"))
 
 
-def _ambiguous_names(labels: DataFrame) -> DataFrame:
-    """Normalised labels that more than one entity carries: a question naming one is ambiguous."""
-    return (labels.where(F.col("label").isNotNull()).select(normalized(F.col("label")).alias("name"), "id")
-            .groupBy("name").agg(F.countDistinct("id").alias("holders")).where("holders > 1").select("name"))
+def _ambiguous_ids(labels: DataFrame) -> DataFrame:
+    """Entities whose label another entity of one of their types also carries (two cities
+    called London): a question naming one is ambiguous. Entities of other types may share
+    it (London the city and London the novel)."""
+    typed = labels.where(F.col("label").isNotNull()).select(
+        "id", normalized(F.col("label")).alias("name"),
+        F.explode(F.coalesce(F.col("instance_of"), F.array().cast("array<string>"))).alias("type"))
+    holders = Window.partitionBy("name", "type")
+    return (typed.withColumn("holders", F.approx_count_distinct("id").over(holders))
+            .where("holders > 1").select("id").distinct())
 
 
 def _distractors(candidates: DataFrame, facts: DataFrame, labels: DataFrame, seed: int, attempts: int) -> DataFrame:
@@ -203,9 +210,7 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
     # the driver can even print.
     walked = chains(facts, labels, frames).localCheckpoint()
     found = premises(facts, labels, frames, walked, spec, seed, attempts).localCheckpoint()
-    candidates = walked.join(found, "bridge_id", "left").where(
-        F.coalesce(F.col("premise_property") != F.col("second"), F.lit(True))
-        & F.coalesce(F.col("premise_property") != F.col("first"), F.lit(True)))
+    candidates = walked.join(found, "bridge_id", "left")
     clause = F.when(F.array_contains(F.coalesce(F.col("bridge_types"), F.array()), "Q5"),
                     F.regexp_replace(F.col("premise_clause"), "^that ", "who ")).otherwise(F.col("premise_clause"))
     description = F.concat(fill(F.col("role"), F.col("subject_label")), F.lit(" "),
@@ -215,16 +220,29 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
                   .withColumn("question", fill(F.col("second_question"), F.col("description")))
                   .withColumn("candidate_id", stable_id(F.col("chain_id"), F.coalesce("premise_property", F.lit("")),
                                                         F.coalesce("premise_object", F.lit("")))))
-    # The premise must be absent from the graph in every rank and time (substitutes already
-    # avoid the bridge's values; this is the proof written down).
-    stated = facts.select(F.col("subject_id").alias("bridge_id"), F.col("property").alias("premise_property"),
-                          F.col("object_id").alias("premise_object"), F.lit(True).alias("premise_stated"))
-    ambiguous = _ambiguous_names(labels)
-    candidates = (candidates.join(stated.distinct(), ["bridge_id", "premise_property", "premise_object"], "left")
-                  .join(ambiguous.select(F.col("name").alias("subject_name"), F.lit(True).alias("subject_ambiguous")),
-                        normalized(F.col("subject_label")) == F.col("subject_name"), "left")
-                  .join(ambiguous.select(F.col("name").alias("object_name"), F.lit(True).alias("object_ambiguous")),
-                        normalized(F.col("premise_object_label")) == F.col("object_name"), "left")).localCheckpoint()
+    # The premise must be absent from the graph in every rank and time, in both directions
+    # (borders, spouses and twin towns are symmetric; substitutes already avoid the bridge's
+    # values, this is the proof written down), and for every value the first hop ever had: a
+    # former spouse who matches the description would make the near miss right.
+    statements = facts.where(F.col("object_id").isNotNull()).select("subject_id", "property", "object_id")
+    stated = statements.select(F.col("subject_id").alias("holder"), F.col("property").alias("premise_property"),
+                               F.col("object_id").alias("premise_object")).unionByName(
+        statements.select(F.col("object_id").alias("holder"), F.col("property").alias("premise_property"),
+                          F.col("subject_id").alias("premise_object"))).distinct()
+    holders = facts.where((F.col("rank") != "deprecated") & F.col("object_id").isNotNull()).select(
+        F.col("subject_id"), F.col("property").alias("first"), F.col("object_id").alias("holder"))
+    stated_for = (candidates.select("candidate_id", "subject_id", "first", "bridge_id", "premise_property",
+                                    "premise_object").where(F.col("premise_object").isNotNull())
+                  .join(holders, ["subject_id", "first"])
+                  .join(stated, ["holder", "premise_property", "premise_object"])
+                  .groupBy("candidate_id").agg(F.max((F.col("holder") == F.col("bridge_id")).cast("int"))
+                                               .alias("stated_for_bridge")))
+    ambiguous = _ambiguous_ids(labels)
+    candidates = (candidates.join(stated_for, "candidate_id", "left")
+                  .join(ambiguous.select(F.col("id").alias("subject_id"), F.lit(True).alias("subject_ambiguous")),
+                        "subject_id", "left")
+                  .join(ambiguous.select(F.col("id").alias("premise_object"), F.lit(True).alias("object_ambiguous")),
+                        "premise_object", "left")).localCheckpoint()
     options = _distractors(candidates.where(F.col("premise_object").isNotNull() & F.col("answer_text").isNotNull()),
                            facts, labels, seed, attempts)
     excluded = F.array(normalized(F.col("subject_label")), normalized(F.col("bridge_label")),
@@ -244,8 +262,11 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
         .when(F.col("bridge_label").isNull(), F.lit("bridge entity has no label"))
         .when(F.col("answer_text").isNull(), F.lit("answer has no label"))
         .when(F.col("premise_property").isNull(), F.lit("bridge entity has no premise relation"))
+        .when(F.col("premise_property").isin(F.col("first"), F.col("second")),
+              F.lit("premise relation is a hop's relation"))
         .when(F.col("premise_reason").isNotNull(), F.col("premise_reason"))
-        .when(F.col("premise_stated").isNotNull(), F.lit("premise is stated in the graph"))
+        .when(F.col("stated_for_bridge") == 1, F.lit("premise is stated in the graph"))
+        .when(F.col("stated_for_bridge") == 0, F.lit("premise holds for another value the first hop had"))
         .when(F.col("subject_ambiguous").isNotNull(), F.lit("subject's name is ambiguous"))
         .when(F.col("object_ambiguous").isNotNull(), F.lit("premise object's name is ambiguous"))
         .when(contains_words(F.col("question"), F.col("answer_text")), F.lit("question names its near miss"))
@@ -324,8 +345,12 @@ def _assemble(chosen: DataFrame, facts: DataFrame, labels: DataFrame, spec: Hoax
     first_statement = F.concat(F.initcap(F.substring(fill(F.col("role"), F.col("subject_label")), 1, 1)),
                                F.substring(fill(F.col("role"), F.col("subject_label")), 2, 10_000),
                                F.lit(" is "), F.col("bridge_label"), F.lit("."))
-    recorded = F.when(F.size("true_labels") > 0, F.concat(F.lit(" The graph records "), F.concat_ws(", ", "true_labels"),
-                                                          F.lit(" instead.")))
+    unlabelled = F.col("known_values") - F.size("true_labels")
+    recorded = F.when(F.size("true_labels") > 0, F.concat(
+        F.lit(" The graph records "), F.concat_ws(", ", "true_labels"),
+        F.when(unlabelled > 0, F.concat(F.lit(" and "), unlabelled.cast("string"),
+                                        F.lit(" more without a label"))).otherwise(F.lit("")),
+        F.lit(" instead.")))
     explanation = F.concat_ws(
         "", first_statement, F.lit(" It is not true that "), F.regexp_replace(premise_statement, r"\.$", ""),
         F.lit("."), recorded, F.lit(" Nothing matches \""), F.col("description"),
