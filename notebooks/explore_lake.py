@@ -6,6 +6,9 @@
 # MAGIC with `misbench sql "..."`, where tables are referred to by their bare names.
 
 # COMMAND ----------
+# MAGIC %run ./00_setup
+
+# COMMAND ----------
 # MAGIC %sql
 # MAGIC -- Entities with the most statements
 # MAGIC SELECT e.id, e.label, count(*) AS statements

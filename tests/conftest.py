@@ -178,3 +178,35 @@ def bench_root(spark, cfg, tmp_path_factory):
     bench_lake_from_dump(spark, DeltaRsLake(spark, root=str(root)), cfg.with_overrides([f"lake.root={root}"]),
                          str(SLICE_JSON), FAILING)
     return root
+
+
+RUN_ALL_SMALL = [
+    "spark.master=local[2]", "spark.conf.spark.sql.shuffle.partitions=4",
+    "llm.llama_cpp.model=qwen2.5-coder-0.5b-instruct-q4km",
+    "generate.target_words=30", "generate.sampling.max_tokens=70", "generate.description_sampling.max_tokens=24",
+    "generate.rounds=1", "evaluate.limit=2", "evaluate.rtd.reconstruct_words=25",
+    "hoax.evaluate.justification_max_tokens=60", "hoax.evaluate.json_max_tokens=90",
+]
+
+
+def run_all(root, *extra) -> tuple[int, str]:
+    """misbench run-all on the real slice, one claim's texts, the smallest shipped model."""
+    import contextlib
+    import io
+
+    from misbench.cli import main
+
+    settings = [part for setting in RUN_ALL_SMALL for part in ("--set", setting)]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["--lake", str(root), *settings, "run-all", "--dump", str(SLICE_BZ2), "--limit", "1", *extra])
+    return code, out.getvalue()
+
+
+@pytest.fixture(scope="session")
+def run_all_lake(spark, tmp_path_factory):
+    """A lake made by one run-all (shared by the run-all and the notebook tests)."""
+    require_slice()
+    root = tmp_path_factory.mktemp("run-all") / "lake"
+    code, out = run_all(root)
+    return root, code, out

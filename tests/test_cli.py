@@ -47,3 +47,42 @@ def test_sql_errors_are_reported_not_crashes(demo_lake, capsys):
     assert "TABLE_OR_VIEW_NOT_FOUND" in capsys.readouterr().err
     assert main(["sql", "--lake", demo_lake, "SELEC nonsense"]) == 2
     assert "error" in capsys.readouterr().err
+
+
+def test_internal_tables_are_apart_and_listed_only_when_asked(demo_lake, capsys):
+    assert main(["tables", "--lake", demo_lake]) == 0
+    product = {line.split()[0] for line in capsys.readouterr().out.splitlines()[2:-1]}
+    assert product == {"entities", "triples", "ingest_rejects"}
+    assert main(["tables", "--lake", demo_lake, "--all"]) == 0
+    listed = {line.split()[0]: line.split()[-1] for line in capsys.readouterr().out.splitlines()[2:-1]}
+    assert set(listed) == product | {"ingest_staging"}
+    assert listed["ingest_staging"].endswith("/_internal/ingest_staging")
+    # internal tables stay queryable by name for whoever debugs a stage
+    assert main(["sql", "--lake", demo_lake, "SELECT count(*) AS n FROM ingest_staging"]) == 0
+
+
+@pytest.mark.parametrize("order", ["before", "after", "both"])
+def test_common_options_before_and_after_the_subcommand(demo_lake, order, capsys):
+    query = "SELECT count(*) AS n FROM entities"
+    before = {"before": ["--lake", demo_lake, "--set", "spark.sql.shuffle.partitions=3"],
+              "after": [], "both": ["--lake", "/nowhere", "--set", "spark.sql.shuffle.partitions=3"]}[order]
+    after = {"before": [], "after": ["--lake", demo_lake], "both": ["--lake", demo_lake]}[order]
+    assert main([*before, "sql", *after, "--format", "json", query]) == 0
+    assert json.loads(capsys.readouterr().out) == [{"n": 49}]
+
+
+def test_set_before_and_after_add_up():
+    from misbench.cli import build_parser
+
+    args = build_parser().parse_args(["--set", "a.b=1", "--profile", "local", "tables", "--set", "c.d=2"])
+    assert args.overrides == ["a.b=1"] and args.overrides_after == ["c.d=2"] and args.profile == "local"
+    args = build_parser().parse_args(["--profile", "databricks", "tables", "--profile", "local"])
+    assert args.profile == "local"  # after the subcommand wins
+
+
+def test_views_wait_for_their_tables_and_are_then_queryable(demo_lake, capsys):
+    assert main(["views", "--lake", demo_lake]) == 0
+    out = capsys.readouterr().out
+    assert "not yet" in out and "answers_flat" in out  # no evaluation in this lake yet
+    assert main(["sql", "--lake", demo_lake, "SELECT * FROM headline_metrics"]) == 2
+    assert "TABLE_OR_VIEW_NOT_FOUND" in capsys.readouterr().err

@@ -34,6 +34,38 @@ def run_contract_on_spark_connect(root: str) -> str:
         server.stop()
 
 
+def run_catalog_contract_on_spark_connect(schema: str) -> str:
+    """As above, with tables named ``schema.table`` in the server's catalog (Databricks' way):
+    product tables, internal ones in ``<schema>_internal``, and analyst views as catalog views."""
+    import traceback
+
+    from pysail.spark import SparkConnectServer
+    from pyspark.sql import SparkSession
+
+    server = SparkConnectServer()
+    server.start(background=True)
+    try:
+        host, port = server.listening_address
+        session = SparkSession.builder.remote(f"sc://{host}:{port}").getOrCreate()
+        session.sql(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+        lake = SparkDeltaLake(session, schema=schema)
+        lake.write(session.createDataFrame(ROWS, SCHEMA), "t")
+        lake.upsert(session.createDataFrame([(4, "d", "y")], SCHEMA), "t", ["k"])
+        assert rows(lake, "t") == ROWS + [(4, "d", "y")]
+        lake.write(session.createDataFrame(ROWS, SCHEMA), "eval_queue")
+        assert lake.location("eval_queue") == f"`{schema}_internal`.`eval_queue`"
+        assert lake.discovered_tables() == ["t"] and lake.discovered_tables(internal=True) == ["eval_queue"]
+        lake.store_view("t_view", "SELECT k, upper(v) AS v FROM t")
+        assert lake.discovered_tables() == ["t"]  # a view is no table
+        assert lake.register_views() == ["eval_queue", "t", "t_view"]
+        assert sorted(tuple(r) for r in session.sql("SELECT k, v FROM t_view").collect())[-1] == (4, "D")
+        return ""
+    except Exception:  # noqa: BLE001 - reported back to the parent test
+        return traceback.format_exc()
+    finally:
+        server.stop()
+
+
 def rows(lake, name):
     return sorted(tuple(r) for r in lake.read(name).select("k", "v", "p").collect())
 
@@ -62,6 +94,21 @@ def check_lake_contract(any_lake):
     listed = {t.name: t for t in any_lake.tables()}
     assert listed["t"].rows == 1 and listed["t"].version == 4
 
+    # Internal tables (queues, staging) live apart and are listed only when asked for.
+    any_lake.write(spark.createDataFrame(ROWS, SCHEMA), "eval_queue")
+    assert any_lake.location("eval_queue").endswith("/_internal/eval_queue")
+    assert rows(any_lake, "eval_queue") == ROWS
+    assert "eval_queue" not in any_lake.discovered_tables()
+    assert any_lake.discovered_tables(internal=True) == ["eval_queue"]
+    assert {t.name for t in any_lake.tables(include_internal=True)} == {"t", "eval_queue"}
+
+    # Analyst views: stored with the lake, registered wherever SQL runs over it.
+    any_lake.store_view("t_view", "SELECT k, upper(v) AS v FROM t")
+    assert "t_view" in any_lake.register_views()
+    assert [tuple(r) for r in spark.sql("SELECT k, v FROM t_view").collect()] == [(7, "G")]
+    with pytest.raises(Exception, match="(?i)not.*found|cannot be found|no_such"):
+        any_lake.store_view("broken", "SELECT * FROM no_such_table")
+
 
 def test_contract_on_delta_rs(spark, tmp_path):
     check_lake_contract(DeltaRsLake(spark, root=str(tmp_path / "lake")))
@@ -72,6 +119,14 @@ def test_contract_on_spark_native_delta_via_spark_connect(tmp_path):
 
     with multiprocessing.get_context("spawn").Pool(1) as pool:
         failure = pool.apply(run_contract_on_spark_connect, (str(tmp_path / "lake"),))
+    assert failure == "", failure
+
+
+def test_catalog_names_internal_schema_and_views_via_spark_connect():
+    import multiprocessing
+
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        failure = pool.apply(run_catalog_contract_on_spark_connect, ("misbench",))
     assert failure == "", failure
 
 

@@ -12,6 +12,7 @@ from typing import Sequence
 
 from misbench import logs
 from misbench.config import ConfigError, load_config, project_dir
+from misbench.pipeline import STAGE_NAMES, StageFailed
 
 log = logging.getLogger("misbench")
 
@@ -22,19 +23,23 @@ EXIT_TOO_MANY_REJECTS = 3
 EXIT_WORKER_CRASHED = 4
 
 
-def _common_options() -> argparse.ArgumentParser:
+def _common_options(after_command: bool) -> argparse.ArgumentParser:
+    """--profile, --lake and --set, accepted before and after the subcommand. After it they
+    override what came before (--set adds to it): their defaults there must not overwrite."""
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--profile", default="local",
+    unset = {"default": argparse.SUPPRESS} if after_command else {}
+    common.add_argument("--profile", **(unset or {"default": "local"}),
                         help="conf/<name>.yaml or a path to a YAML file (default: local)")
-    common.add_argument("--lake", metavar="DIR", help="lake root folder (overrides lake.root)")
-    common.add_argument("--set", dest="overrides", action="append", default=[],
-                        metavar="KEY=VALUE", help="override a setting, e.g. ingest.split_mb=32")
+    common.add_argument("--lake", metavar="DIR", **(unset or {"default": None}),
+                        help="lake root folder (overrides lake.root)")
+    common.add_argument("--set", dest="overrides_after" if after_command else "overrides", action="append",
+                        default=[], metavar="KEY=VALUE", help="override a setting, e.g. ingest.split_mb=32")
     return common
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = _common_options()
-    parser = argparse.ArgumentParser(prog="misbench", description=__doc__)
+    common = _common_options(after_command=True)
+    parser = argparse.ArgumentParser(prog="misbench", description=__doc__, parents=[_common_options(False)])
     commands = parser.add_subparsers(dest="command", required=True)
 
     ingest = commands.add_parser("ingest", parents=[common],
@@ -54,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     generate = commands.add_parser("generate", parents=[common],
                                    help="generate evidence and misinformation texts with the LLM")
-    generate.add_argument("--limit", type=int, metavar="N", help="only the first N claims (by claim_id)")
+    generate.add_argument("--limit", type=int, metavar="N", help="only the first N claims (by claim_id); 0: all")
 
     commands.add_parser("quality", parents=[common],
                         help="check generated texts: completeness, entailment, question similarity")
@@ -109,7 +114,25 @@ def build_parser() -> argparse.ArgumentParser:
                                 help="read filled sheets; report agreement, kappa and filter accuracy")
     imported.add_argument("sheets", nargs="+", metavar="SHEET", help="filled .csv or .xlsx copies")
 
-    commands.add_parser("tables", parents=[common], help="list the lake's tables")
+    run_all = commands.add_parser(
+        "run-all", parents=[common],
+        help="every stage in order (ingest to hoax-evaluate and the analyst views); finished stages are skipped")
+    run_all.add_argument("--dump", nargs="+", metavar="PATH", help="as for ingest (default: the demo dump)")
+    run_all.add_argument("--limit", type=int, metavar="N",
+                         help="only the first N claims get generated texts (the costly step); 0: all")
+    run_all.add_argument("--model", nargs="+", metavar="NAME", default=None,
+                         help="models to evaluate, as for evaluate (default: the configured model)")
+    run_all.add_argument("--from", dest="start", choices=STAGE_NAMES, metavar="STAGE",
+                         help=f"start at this stage ({', '.join(STAGE_NAMES)}); earlier ones are left as they are")
+    run_all.add_argument("--force", action="store_true",
+                         help="run every stage even when it finished before on the same inputs")
+
+    commands.add_parser("views", parents=[common],
+                        help="store the analyst views (conf/views/*.sql) in the lake or catalog")
+
+    tables = commands.add_parser("tables", parents=[common], help="list the lake's product tables")
+    tables.add_argument("--all", action="store_true", dest="include_internal",
+                        help="also the internal tables (staging, queues, chunks)")
 
     sql = commands.add_parser("sql", parents=[common], help="run Spark SQL over the lake's tables")
     sql.add_argument("query", help="SQL; tables are referred to by name, e.g. entities")
@@ -121,7 +144,7 @@ def _open(args):
     from misbench.lake import open_lake
     from misbench.spark import get_spark
 
-    overrides = list(args.overrides)
+    overrides = list(args.overrides) + list(getattr(args, "overrides_after", []))
     if args.lake:
         overrides.append(f"lake.root={args.lake}")
     if getattr(args, "max_reject_rate", None) is not None:
@@ -133,84 +156,100 @@ def _open(args):
 
 
 def _cmd_ingest(args) -> int:
+    cfg, spark, lake = _open(args)
+    try:
+        print(_ingest(spark, lake, cfg, _dumps(args, cfg)))
+    except StageFailed as failed:
+        print(failed.summary, file=sys.stderr)
+        return failed.exit_code
+    return EXIT_OK
+
+
+def _dumps(args, cfg) -> list[str]:
+    return args.dump or [str(project_dir() / cfg.get("ingest.default_dump"))]
+
+
+def _ingest(spark, lake, cfg, dumps) -> str:
     from misbench.ingest.job import run_ingest
 
-    cfg, spark, lake = _open(args)
-    dumps = args.dump or [str(project_dir() / cfg.get("ingest.default_dump"))]
     report = run_ingest(spark, lake, cfg, dumps)
-    print(
-        f"ingest: {report.files} file(s) -> entities {report.entities}, "
-        f"triples {report.triples}, ingest_rejects {report.rejects} "
-        f"(lake: {lake.location('entities').rsplit('/', 1)[0]})"
-    )
     if report.too_many_rejects:
-        print(
+        raise StageFailed(
             f"ingest: FAILED: {report.rejects} of {report.entities + report.rejects} entity lines "
             f"rejected ({report.reject_rate:.4%}), above the allowed {report.max_reject_rate:.4%}. "
             "Everything parsed and every reject were written; see table ingest_rejects "
-            "(misbench sql \"SELECT * FROM ingest_rejects\").",
-            file=sys.stderr,
-        )
-        return EXIT_TOO_MANY_REJECTS
-    return EXIT_OK
+            "(misbench sql \"SELECT * FROM ingest_rejects\").", EXIT_TOO_MANY_REJECTS)
+    return (f"ingest: {report.files} file(s) -> entities {report.entities}, "
+            f"triples {report.triples}, ingest_rejects {report.rejects} "
+            f"(lake: {lake.location('entities').rsplit('/', 1)[0]})")
 
 
 def _cmd_claims(args) -> int:
-    from misbench.claims.job import run_claims
-
     if args.enrich:
         args.overrides.append("claims.enrich.enabled=true")
     cfg, spark, lake = _open(args)
-    report = run_claims(spark, lake, cfg, two_wiki=args.from_2wiki)
-    print(
-        f"claims: {report.claims} claims ({report.one_hop} one-hop, {report.two_hop} two-hop), "
-        f"{report.conflicts} conflicts ({report.without_temporal} claims have no temporal conflict: "
-        f"their relation does not change over time), {report.enriched} entities enriched; "
-        "see claims_stats for every fact not kept"
-    )
+    print(_claims(spark, lake, cfg, args.from_2wiki))
     return EXIT_OK
+
+
+def _claims(spark, lake, cfg, two_wiki=()) -> str:
+    from misbench.claims.job import run_claims
+
+    report = run_claims(spark, lake, cfg, two_wiki=list(two_wiki))
+    return (f"claims: {report.claims} claims ({report.one_hop} one-hop, {report.two_hop} two-hop), "
+            f"{report.conflicts} conflicts ({report.without_temporal} claims have no temporal conflict: "
+            f"their relation does not change over time), {report.enriched} entities enriched; "
+            "see claims_stats for every fact not kept")
 
 
 def _cmd_generate(args) -> int:
+    cfg, spark, lake = _open(args)
+    print(_generate(spark, lake, cfg, args.limit))
+    return EXIT_OK
+
+
+def _generate(spark, lake, cfg, limit=None) -> str:
     from misbench.generate.job import run_generate
 
-    cfg, spark, lake = _open(args)
-    report = run_generate(spark, lake, cfg, limit=args.limit)
-    print(
-        f"generate: {report.claims} claims, {report.generated} texts generated this run "
-        f"({report.failed} failed); {report.slots_passed} of {report.slots} slots (claim, kind, style) "
-        f"hold a text that passed quality control ({report.slots_passed_first_attempt} at the first "
-        f"attempt); model loaded {report.model_loads} time(s). See evidence_slots and evidence_qc."
-    )
-    return EXIT_OK
+    report = run_generate(spark, lake, cfg, limit=limit)
+    return (f"generate: {report.claims} claims, {report.generated} texts generated this run "
+            f"({report.failed} failed); {report.slots_passed} of {report.slots} slots (claim, kind, style) "
+            f"hold a text that passed quality control ({report.slots_passed_first_attempt} at the first "
+            f"attempt); model loaded {report.model_loads} time(s). See evidence_slots and evidence_qc.")
 
 
 def _cmd_quality(args) -> int:
-    from misbench.quality.job import run_quality
-
     cfg, spark, lake = _open(args)
-    report = run_quality(spark, lake, cfg)
-    dropped = ", ".join(f"{name} {count}" for name, count in report.dropped_by_filter.items())
-    print(
-        f"quality: {report.evidence} evidence texts, {report.checked} checked this run, "
-        f"{report.passed} passed; dropped by {dropped or 'no filter'}; "
-        f"models loaded {report.model_loads} time(s). See evidence_qc (reasons) and quality_stats."
-    )
+    print(_quality(spark, lake, cfg))
     return EXIT_OK
 
 
+def _quality(spark, lake, cfg) -> str:
+    from misbench.quality.job import run_quality
+
+    report = run_quality(spark, lake, cfg)
+    dropped = ", ".join(f"{name} {count}" for name, count in report.dropped_by_filter.items())
+    return (f"quality: {report.evidence} evidence texts, {report.checked} checked this run, "
+            f"{report.passed} passed; dropped by {dropped or 'no filter'}; "
+            f"models loaded {report.model_loads} time(s). See evidence_qc (reasons) and quality_stats.")
+
+
 def _cmd_bench(args) -> int:
+    cfg, spark, lake = _open(args)
+    print(_bench(spark, lake, cfg))
+    return EXIT_OK
+
+
+def _bench(spark, lake, cfg) -> str:
     from misbench.bench.job import run_bench
 
-    cfg, spark, lake = _open(args)
     report = run_bench(spark, lake, cfg)
     kinds = ", ".join(f"{k} {v}" for k, v in sorted(report.by_kind.items()))
     settings = ", ".join(f"{k} {v}" for k, v in sorted(report.by_setting.items()))
     left = "; ".join(f"{s}: {r} ({n})" for (s, r), n in sorted(report.left_out.items())) or "none"
     spread = ", ".join(f"{k} {v}" for k, v in report.memory_positions.items())
-    print(f"bench: {report.questions} questions ({kinds}); per setting: {settings}; left out: {left}; "
-          f"true answer at letter: {spread}. See questions and bench_stats.")
-    return EXIT_OK
+    return (f"bench: {report.questions} questions ({kinds}); per setting: {settings}; left out: {left}; "
+            f"true answer at letter: {spread}. See questions and bench_stats.")
 
 
 def _model_line(command: str, report, answers: int) -> str:
@@ -224,20 +263,27 @@ def _model_line(command: str, report, answers: int) -> str:
             + f"; MLflow run {report.mlflow_run_id}")
 
 
-def _cmd_evaluate(args) -> int:
-    from misbench.evaluate.job import run_evaluate
+def _evaluation_lines(command: str, cfg, reports, answers: str, tables: str) -> str:
+    from misbench.evaluate.tracking import store_location
 
+    lines = [_model_line(command, report, getattr(report, answers)) for report in reports]
+    lines.append(f"{command}: see {tables}; MLflow UI: mlflow ui --backend-store-uri {store_location(cfg)[0]}")
+    return "\n".join(lines)
+
+
+def _cmd_evaluate(args) -> int:
     if args.limit:
         args.overrides.append(f"evaluate.limit={args.limit}")
     cfg, spark, lake = _open(args)
-    reports = run_evaluate(spark, lake, cfg, models=args.model, settings=args.settings, source=args.source)
-    from misbench.evaluate.tracking import store_location
-
-    for report in reports:
-        print(_model_line("evaluate", report, report.items))
-    uri = store_location(cfg)[0]
-    print(f"evaluate: see eval_metrics and eval_responses; MLflow UI: mlflow ui --backend-store-uri {uri}")
+    print(_evaluate(spark, lake, cfg, args.model, args.settings, args.source))
     return EXIT_OK
+
+
+def _evaluate(spark, lake, cfg, models=None, settings=None, source="wikidata") -> str:
+    from misbench.evaluate.job import run_evaluate
+
+    reports = run_evaluate(spark, lake, cfg, models=models, settings=settings, source=source)
+    return _evaluation_lines("evaluate", cfg, reports, "items", "eval_metrics and eval_responses")
 
 
 def _cmd_export(args) -> int:
@@ -259,32 +305,134 @@ def _cmd_import_misbench(args) -> int:
 
 
 def _cmd_hoax(args) -> int:
+    cfg, spark, lake = _open(args)
+    print(_hoax(spark, lake, cfg))
+    return EXIT_OK
+
+
+def _hoax(spark, lake, cfg) -> str:
     from misbench.hoax.job import run_hoax
 
-    cfg, spark, lake = _open(args)
     report = run_hoax(spark, lake, cfg)
     kinds = ", ".join(f"{k} {v}" for k, v in sorted(report.by_reasoning.items())) or "none"
     rejected = "; ".join(f"{r} ({n})" for r, n in sorted(report.rejected.items(), key=lambda x: -x[1])) or "none"
     spread = ", ".join(f"{k} {v}" for k, v in report.idk_positions.items())
     reworded = "" if report.reworded is None else f"; reworded {report.reworded}"
-    print(f"hoax: {report.questions} questions ({kinds}); candidates rejected: {rejected}; "
-          f"'I do not know' at letter: {spread}{reworded}. See hoax_questions and hoax_stats.")
-    return EXIT_OK
+    return (f"hoax: {report.questions} questions ({kinds}); candidates rejected: {rejected}; "
+            f"'I do not know' at letter: {spread}{reworded}. See hoax_questions and hoax_stats.")
 
 
 def _cmd_hoax_evaluate(args) -> int:
-    from misbench.evaluate.tracking import store_location
-    from misbench.hoax.evaluate_job import run_hoax_evaluate
-
     if args.limit:
         args.overrides.append(f"hoax.evaluate.limit={args.limit}")
     cfg, spark, lake = _open(args)
-    reports = run_hoax_evaluate(spark, lake, cfg, models=args.model, tasks=args.tasks, source=args.source)
-    for report in reports:
-        print(_model_line("hoax-evaluate", report, report.answers))
-    print(f"hoax-evaluate: see eval_metrics (setting hoax_*), eval_responses and hoax_judgements; "
-          f"MLflow UI: mlflow ui --backend-store-uri {store_location(cfg)[0]}")
+    print(_hoax_evaluate(spark, lake, cfg, args.model, args.tasks, args.source))
     return EXIT_OK
+
+
+def _hoax_evaluate(spark, lake, cfg, models=None, tasks=None, source="wikidata") -> str:
+    from misbench.hoax.evaluate_job import run_hoax_evaluate
+
+    reports = run_hoax_evaluate(spark, lake, cfg, models=models, tasks=tasks, source=source)
+    return _evaluation_lines("hoax-evaluate", cfg, reports, "answers",
+                             "eval_metrics (setting hoax_*), eval_responses and hoax_judgements")
+
+
+def _cmd_views(args) -> int:
+    cfg, spark, lake = _open(args)
+    print(_views(spark, lake, cfg))
+    return EXIT_OK
+
+
+def _views(spark, lake, cfg) -> str:
+    from misbench.views import run_views
+
+    report = run_views(spark, lake, cfg)
+    waiting = "; ".join(f"{name} ({why})" for name, why in report.waiting.items())
+    return (f"views: stored {', '.join(report.stored) or 'none'}"
+            + (f"; not yet (their tables are missing): {waiting}" if waiting else "")
+            + "; query them like tables with misbench sql")
+
+
+def _cmd_run_all(args) -> int:
+    from misbench.pipeline import run_all
+
+    cfg, spark, lake = _open(args)
+    dumps = _dumps(args, cfg)
+    from misbench.ingest.job import resolve_dump_paths
+    from misbench.pipeline import dump_identity
+
+    def unless_empty(command, table, stats, evaluate):
+        # A graph too small for questions is an outcome (the stats table says why), not a failure.
+        if lake.exists(table) and lake.read(table).where("source = 'wikidata'").isEmpty():
+            return f"{command}: no questions in {table} (see {stats}): nothing to evaluate"
+        return evaluate()
+
+    runners = {
+        "ingest": lambda: _ingest(spark, lake, cfg, dumps),
+        "claims": lambda: _claims(spark, lake, cfg),
+        "generate": lambda: _generate(spark, lake, cfg, args.limit),
+        "quality": lambda: _quality(spark, lake, cfg),
+        "bench": lambda: _bench(spark, lake, cfg),
+        "evaluate": lambda: unless_empty("evaluate", "questions", "bench_stats", lambda: _evaluate(spark, lake, cfg, args.model)),
+        "hoax": lambda: _hoax(spark, lake, cfg),
+        "hoax-evaluate": lambda: unless_empty("hoax-evaluate", "hoax_questions", "hoax_stats",
+                                              lambda: _hoax_evaluate(spark, lake, cfg, args.model)),
+        "views": lambda: _views(spark, lake, cfg),
+    }
+    arguments = {
+        "ingest": {"dumps": dump_identity(resolve_dump_paths(dumps))
+                   if args.start in (None, "ingest") else []},
+        "generate": {"limit": args.limit},
+        "evaluate": {"models": args.model},
+        "hoax-evaluate": {"models": args.model},
+    }
+    try:
+        report = run_all(spark, lake, cfg, runners, arguments, start=args.start, force=args.force)
+    except StageFailed as failed:
+        print(failed.summary, file=sys.stderr)
+        print("run-all: stopped; fix the cause and run the same command again: finished stages are skipped",
+              file=sys.stderr)
+        return failed.exit_code
+    print(_run_summary(spark, lake, cfg, report))
+    return EXIT_OK
+
+
+def _run_summary(spark, lake, cfg, report) -> str:
+    """Where everything is: the product tables with their rows, the headline metrics per model
+    with their n and MLflow runs, and how to open the MLflow UI."""
+    from misbench.evaluate.tracking import store_location
+    from misbench.pipeline import duration
+    from misbench.views import view_definitions
+
+    ran = sum(o.status != "skipped" for o in report.outcomes)
+    skipped = sum(o.status == "skipped" for o in report.outcomes)
+    lines = [f"run-all: finished in {duration(report.seconds)}: {ran} stage(s) ran, {skipped} skipped "
+             f"(run {report.run_id}; see pipeline_runs)", "", "Tables (product tables; misbench tables --all adds "
+             "the internal ones):"]
+    tables = lake.tables()
+    width = max([len(t.name) for t in tables] + [5])
+    lines += [f"  {t.name.ljust(width)}  {t.rows if t.rows is not None else '?':>9} rows" for t in tables]
+    where = tables[0].location.rsplit(".", 1)[0] if tables and getattr(lake, "by_name", False) \
+        else getattr(lake, "root", "")
+    lines += ["", f"Lake: {where}"]
+    if lake.exists("eval_metrics"):
+        lake.register_views_of_tables()
+        rows = spark.sql(view_definitions()["headline_metrics"] + " ORDER BY model, source, setting").collect()
+        lines += ["", "Headline metrics (overall, with n; per kind, style, topic and label in eval_metrics):"]
+        runs = {}
+        for row in rows:
+            value = "null" if row["value"] is None or row["value"] != row["value"] else f"{row['value']:.3f}"
+            lines.append(f"  {row['model']:<36} {row['source']:<12} {row['setting']:<20} "
+                         f"{row['metric']:<20} {value:>6}  n={row['n']}")
+            runs.setdefault(row["model"], set()).add(row["mlflow_run_id"])
+        lines += ["", "MLflow runs:"] + [f"  {model}: {', '.join(sorted(r for r in ids if r))}"
+                                        for model, ids in sorted(runs.items())]
+        lines.append(f"  open the UI: mlflow ui --backend-store-uri {store_location(cfg)[0]}")
+    lines += ["", "Analyst views: answers_flat, hoax_answers_flat, headline_metrics "
+              "(misbench sql \"SELECT * FROM headline_metrics\"); notebooks in notebooks/."]
+    return "\n".join(lines)
+
 
 
 def _cmd_import_hoax(args) -> int:
@@ -321,7 +469,7 @@ def _cmd_tables(args) -> int:
     _, _, lake = _open(args)
     rows = [
         {"table": t.name, "rows": t.rows, "version": t.version, "location": t.location}
-        for t in lake.tables()
+        for t in lake.tables(include_internal=args.include_internal)
     ]
     _print_rows(rows, ["table", "rows", "version", "location"], "table")
     return EXIT_OK
@@ -376,6 +524,7 @@ COMMANDS = {
     "bench": _cmd_bench, "evaluate": _cmd_evaluate, "export": _cmd_export,
     "import-misbench": _cmd_import_misbench, "hoax": _cmd_hoax, "hoax-evaluate": _cmd_hoax_evaluate,
     "import-hoax": _cmd_import_hoax, "human-eval": _cmd_human_eval, "tables": _cmd_tables, "sql": _cmd_sql,
+    "run-all": _cmd_run_all, "views": _cmd_views,
 }
 
 

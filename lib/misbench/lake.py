@@ -14,7 +14,9 @@ what they return. Two backends produce real Delta tables:
 """
 from __future__ import annotations
 
+import fnmatch
 import json
+import logging
 import os
 import re
 import time
@@ -30,7 +32,27 @@ from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
 from misbench.config import Config, ConfigError
 
+log = logging.getLogger(__name__)
+
 WRITE_MODES = ("overwrite", "append")
+# Tables the stages keep for themselves (staging, queues, chunks, candidates): they live apart
+# from the product tables (a folder ``_internal`` under the root, or a schema of their own) so
+# that analysts browsing the lake or the catalog see only what they can use.
+INTERNAL_TABLES = (
+    "ingest_staging", "claim_candidates", "conflicts_staging", "generation_claims",
+    "generation_queue_*", "generation_requests_*", "quality_queue", "eval_items", "eval_queue",
+    "rtd_requests_*", "hoax_requests_*", "chunk_*", "view_definitions",
+)
+INTERNAL_FOLDER = "_internal"
+# Temporary views this process registered (tables and analyst views), dropped before another
+# lake registers its own.
+_registered_views: set[str] = set()
+_warned_roots: set[str] = set()
+
+
+def is_internal(name: str) -> bool:
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in INTERNAL_TABLES)
+
 _SAFE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SAFE_PARTITION_VALUE = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
@@ -100,24 +122,68 @@ class Lake(ABC):
     def drop(self, name: str) -> None: ...
 
     @abstractmethod
-    def discovered_tables(self) -> list[str]:
-        """Tables found in storage, known or not."""
+    def discovered_tables(self, internal: bool = False) -> list[str]:
+        """Tables found in storage, known or not: the product tables, or the internal ones."""
 
     def row_count(self, name: str) -> int:
         return self.read(name).count()
 
-    def tables(self) -> list[TableInfo]:
+    def tables(self, include_internal: bool = False) -> list[TableInfo]:
         names = sorted(set(self.discovered_tables()))
+        if include_internal:
+            names += sorted(set(self.discovered_tables(internal=True)) - set(names))
         return [
             TableInfo(name, self.row_count(name), self.version(name), self.location(name))
             for name in names
         ]
 
     def register_views(self) -> list[str]:
-        """Expose every existing table as a temporary view named after it (for SQL)."""
-        names = sorted(set(self.discovered_tables()))
+        """Expose every existing table, internal ones included, as a temporary view named
+        after it (for SQL); then the analyst views stored in the lake (see misbench.views)."""
+        return self.register_views_of_tables() + self.register_stored_views()
+
+    # Analyst views: SQL over the product tables by their bare names. A catalog keeps them as
+    # views of its own; a folder lake keeps their definitions in an internal table
+    # (``view_definitions``) and registers them as temporary views wherever SQL runs over it.
+
+    def store_view(self, name: str, sql: str) -> None:
+        """Create or replace analyst view ``name``; its tables must exist."""
+        if not _SAFE_NAME.match(name):
+            raise ValueError(f"view name '{name}' must be letters, digits and underscores")
+        self.register_views_of_tables()
+        self.spark.sql(sql).schema  # noqa: B018 - analyses the SQL: a missing table fails here
+        definition = self.spark.createDataFrame(
+            [(name, sql, _now())], "name string, sql string, stored_at timestamp")
+        self.upsert(definition, "view_definitions", ["name"])
+
+    def register_stored_views(self) -> list[str]:
+        """Temporary views for the stored analyst views whose tables exist."""
+        from pyspark.errors import AnalysisException
+
+        if not self.exists("view_definitions"):
+            return []
+        registered = []
+        for row in self.read("view_definitions").orderBy("name").collect():
+            try:
+                self.spark.sql(row["sql"]).createOrReplaceTempView(row["name"])
+                _registered_views.add(row["name"])
+                registered.append(row["name"])
+            except AnalysisException as exc:
+                if "TABLE_OR_VIEW_NOT_FOUND" in str(exc):  # over a table not written yet
+                    log.debug("view %s skipped: its tables are not all there", row["name"])
+                else:
+                    log.warning("view %s could not be registered: %s", row["name"], str(exc).splitlines()[0])
+        return registered
+
+    def register_views_of_tables(self) -> list[str]:
+        # Views left by another lake in the same session would answer for tables this one lacks.
+        for name in list(_registered_views):
+            self.spark.catalog.dropTempView(name)
+            _registered_views.discard(name)
+        names = sorted(set(self.discovered_tables()) | set(self.discovered_tables(internal=True)))
         for name in names:
             self.read(name).createOrReplaceTempView(name)
+            _registered_views.add(name)
         return names
 
     @staticmethod
@@ -146,6 +212,7 @@ def open_lake(spark: SparkSession, cfg: Config) -> Lake:
             catalog=cfg.get("lake.catalog", None),
             schema=cfg.get("lake.schema", None),
             known_tables=known,
+            internal_schema=cfg.get("lake.internal_schema", None),
         )
     raise ConfigError(f"lake.backend '{backend}' is not one of delta_rs, spark_delta")
 
@@ -168,7 +235,7 @@ class DeltaRsLake(Lake):
             self.root = str(Path(root).expanduser().resolve())
 
     def location(self, name: str) -> str:
-        return f"{self.root}/{name}"
+        return f"{self.root}/{INTERNAL_FOLDER}/{name}" if is_internal(name) else f"{self.root}/{name}"
 
     def _table(self, name: str):
         from deltalake import DeltaTable
@@ -210,8 +277,8 @@ class DeltaRsLake(Lake):
                 return int(sum(counts))
         return super().row_count(name)
 
-    def discovered_tables(self) -> list[str]:
-        return _folder_tables(self)
+    def discovered_tables(self, internal: bool = False) -> list[str]:
+        return _folder_tables(self, internal)
 
     def drop(self, name: str) -> None:
         _drop_folder(self, name)
@@ -232,7 +299,7 @@ class DeltaRsLake(Lake):
         # Spark hands timestamps to Python as UTC instants. Tables are written with every
         # column nullable: two writers of one table (a stage and an import) then agree even
         # where Spark inferred a column of one of them as never null.
-        arrow_schema = _relaxed(to_arrow_schema(spark_schema, timezone="UTC"))
+        arrow_schema = _relaxed(_arrow_schema(spark_schema))
         uri = self.location(name)
         if self.exists(name):
             current = pa.schema(DeltaTable(uri).schema().to_arrow())
@@ -299,6 +366,16 @@ class DeltaRsLake(Lake):
             .when_not_matched_insert_all()
             .execute()
         )
+
+
+def _arrow_schema(spark_schema) -> pa.Schema:
+    """The Arrow schema of a Spark schema, timestamps in UTC (Spark 4.0 names the option
+    timestamp_utc, later releases timezone)."""
+    import inspect
+
+    if "timezone" in inspect.signature(to_arrow_schema).parameters:
+        return to_arrow_schema(spark_schema, timezone="UTC")
+    return to_arrow_schema(spark_schema, timestamp_utc=True)
 
 
 def _relaxed_type(data_type: pa.DataType) -> pa.DataType:
@@ -514,18 +591,25 @@ class SparkDeltaLake(Lake):
         catalog: str | None = None,
         schema: str | None = None,
         known_tables: Sequence[str] = (),
+        internal_schema: str | None = None,
     ):
         super().__init__(spark, known_tables)
         if not root and not schema:
             raise ConfigError("spark_delta lake needs lake.root or lake.catalog + lake.schema")
         self.by_name = bool(schema)
         self.namespace = ".".join(f"`{part}`" for part in (catalog, schema) if part)
+        internal_schema = internal_schema or f"{schema}_internal"
+        self.internal_namespace = ".".join(f"`{part}`" for part in (catalog, internal_schema) if part)
+        self._internal_schema_ready = False
         if root and "://" not in root:
             root = str(Path(root).expanduser().resolve())
         self.root = (root or "").rstrip("/")
 
     def location(self, name: str) -> str:
-        return f"{self.namespace}.`{name}`" if self.by_name else f"{self.root}/{name}"
+        if self.by_name:
+            namespace = self.internal_namespace if is_internal(name) else self.namespace
+            return f"{namespace}.`{name}`"
+        return f"{self.root}/{INTERNAL_FOLDER}/{name}" if is_internal(name) else f"{self.root}/{name}"
 
     def _sql_target(self, name: str) -> str:
         return self.location(name) if self.by_name else f"delta.`{self.location(name)}`"
@@ -557,6 +641,9 @@ class SparkDeltaLake(Lake):
         elif mode == "overwrite":
             writer = writer.option("overwriteSchema", "true")
         if self.by_name:
+            if is_internal(name) and not self._internal_schema_ready:
+                self.spark.sql(f"CREATE SCHEMA IF NOT EXISTS {self.internal_namespace}")
+                self._internal_schema_ready = True
             writer.saveAsTable(self.location(name).replace("`", ""))
         else:
             writer.save(self.location(name))
@@ -596,22 +683,64 @@ class SparkDeltaLake(Lake):
         else:
             _drop_folder(self, name)
 
-    def discovered_tables(self) -> list[str]:
+    def store_view(self, name: str, sql: str) -> None:
+        if not self.by_name:
+            super().store_view(name, sql)
+            return
+        if not _SAFE_NAME.match(name):
+            raise ValueError(f"view name '{name}' must be letters, digits and underscores")
+        # A view resolves its bare table names in the namespace current at its creation.
+        catalog = self.spark.catalog.currentCatalog()
+        database = self.spark.catalog.currentDatabase()
+        parts = [p.strip("`") for p in self.namespace.split(".")]
+        try:
+            if len(parts) == 2:
+                self.spark.catalog.setCurrentCatalog(parts[0])
+            self.spark.catalog.setCurrentDatabase(parts[-1])
+            self.spark.sql(f"CREATE OR REPLACE VIEW {self.namespace}.`{name}` AS {sql}")
+        finally:
+            self.spark.catalog.setCurrentCatalog(catalog)
+            self.spark.catalog.setCurrentDatabase(database)
+
+    def register_stored_views(self) -> list[str]:
+        if not self.by_name:
+            return super().register_stored_views()
+        names = _view_names(self.spark, self.namespace)
+        for name in names:
+            self.spark.read.table(f"{self.namespace}.`{name}`").createOrReplaceTempView(name)
+            _registered_views.add(name)
+        return names
+
+    def discovered_tables(self, internal: bool = False) -> list[str]:
         if self.by_name:
-            rows = self.spark.sql(f"SHOW TABLES IN {self.namespace}").collect()
-            return [row["tableName"] for row in rows if not row["isTemporary"]]
-        return _folder_tables(self)
+            namespace = self.internal_namespace if internal else self.namespace
+            if internal and not self.spark.catalog.databaseExists(namespace.replace("`", "")):
+                return []
+            rows = self.spark.sql(f"SHOW TABLES IN {namespace}").collect()
+            views = set(_view_names(self.spark, namespace))
+            return [row["tableName"] for row in rows if not row["isTemporary"]
+                    and row["tableName"] not in views and is_internal(row["tableName"]) == internal]
+        return _folder_tables(self, internal)
 
 
-def _folder_tables(lake) -> list[str]:
-    """Delta tables under a lake root folder; on remote storage, the known names that exist."""
-    if "://" in lake.root or not os.path.isdir(lake.root):
-        return [name for name in lake.known_tables if lake.exists(name)]
-    return sorted(
-        entry
-        for entry in os.listdir(lake.root)
-        if os.path.isdir(os.path.join(lake.root, entry, "_delta_log"))
-    )
+def _folder_tables(lake, internal: bool = False) -> list[str]:
+    """Delta tables under a lake root folder (internal ones under its ``_internal`` folder);
+    on remote storage, the known names that exist. A product listing skips internal names
+    that an older version kept beside the product tables."""
+    folder = os.path.join(lake.root, INTERNAL_FOLDER) if internal else lake.root
+    if "://" in lake.root or not os.path.isdir(folder):
+        if internal:
+            return []
+        return [name for name in lake.known_tables if not is_internal(name) and lake.exists(name)]
+    tables = [entry for entry in os.listdir(folder) if os.path.isdir(os.path.join(folder, entry, "_delta_log"))]
+    older = sorted(name for name in tables if is_internal(name)) if not internal else []
+    if older and lake.root not in _warned_roots:
+        # Written by a version that kept them beside the product tables; the stages now use
+        # _internal/ (queues are rebuilt from the outputs, so nothing finished is lost).
+        _warned_roots.add(lake.root)
+        log.warning("lake %s: internal tables of an older version at its top (%s); they are no "
+                    "longer used and can be removed", lake.root, ", ".join(older))
+    return sorted(name for name in tables if is_internal(name) == internal)
 
 
 def _drop_folder(lake, name: str) -> None:
@@ -620,6 +749,18 @@ def _drop_folder(lake, name: str) -> None:
     if "://" in lake.root:
         raise NotImplementedError("drop of tables on remote storage: remove the folder")
     shutil.rmtree(lake.location(name), ignore_errors=True)
+
+
+def _view_names(spark, namespace: str) -> list[str]:
+    """Persistent views in a namespace (Spark calls the column viewName, some engines tableName)."""
+    rows = spark.sql(f"SHOW VIEWS IN {namespace}").collect()
+    return [row.asDict().get("viewName", row.asDict().get("tableName")) for row in rows if not row["isTemporary"]]
+
+
+def _now():
+    import datetime as dt
+
+    return dt.datetime.now(dt.timezone.utc)
 
 
 def _sql_string(value) -> str:

@@ -2,6 +2,7 @@
 import datetime as dt
 
 from misbench.generate.stage import GENERATED_SCHEMA
+from misbench.quality.stage import QC_COLUMNS, QC_SCHEMA
 
 STYLES = ["wikipedia", "news", "blog"]
 
@@ -9,7 +10,8 @@ STYLES = ["wikipedia", "news", "blog"]
 def handmade_texts(spark, lake, failing: dict):
     """Texts for every slot (claim, kind, style in STYLES) of the claims, stating the claim or
     its conflict; ``failing`` maps (claim index, kind, style or None for all) to a failed
-    verdict. Writes evidence, evidence_qc (evidence_id, passed) and evidence_slots."""
+    verdict. Writes evidence, evidence_qc (the quality stage's columns: the verdict, a reason
+    where it failed, no scores) and evidence_slots."""
     claims = lake.read("claims").orderBy("claim_id").collect()
     conflicts = {(r.claim_id, r.kind): r for r in lake.read("conflicts").collect()}
     now = dt.datetime.now(dt.timezone.utc)
@@ -24,11 +26,15 @@ def handmade_texts(spark, lake, failing: dict):
                 evidence.append((evidence_id, claim.claim_id, claim.hop, kind, style, text, "hand", "hand", None, None,
                                  None, 0, 0, "stop", 0.0, None, 1, "hand", None, now))
                 passed = not (failing.get((index, kind, style)) or failing.get((index, kind, None)))
-                verdicts.append((evidence_id, passed))
+                verdicts.append(tuple({
+                    "evidence_id": evidence_id, "claim_id": claim.claim_id, "hop": claim.hop, "kind": kind,
+                    "style": style, "passed": passed, "reasons": [] if passed else ["hand-marked as failing"],
+                    "failed_filter": None if passed else "entailment", "checked_at": now,
+                }.get(column) for column in QC_COLUMNS))
                 slots.append((claim.claim_id, claim.hop, kind, style, 1, passed, passed,
                                evidence_id if passed else None))
     lake.write(spark.createDataFrame(evidence, GENERATED_SCHEMA), "evidence")
-    lake.write(spark.createDataFrame(verdicts, "evidence_id string, passed boolean"), "evidence_qc")
+    lake.write(spark.createDataFrame(verdicts, QC_SCHEMA), "evidence_qc")
     lake.write(spark.createDataFrame(slots, "claim_id string, hop int, kind string, style string, attempts long, "
                                             "passed boolean, first_attempt_passed boolean, evidence_id string"),
                "evidence_slots")

@@ -10,7 +10,7 @@ from deltalake import DeltaTable
 
 from misbench.cli import EXIT_TOO_MANY_REJECTS, main
 from misbench.ingest.job import DumpNotFound, run_ingest
-from misbench.lake import DeltaRsLake
+from misbench.lake import DeltaRsLake, is_internal
 from tests.conftest import (
     PROJECT,
     SLICE_BZ2,
@@ -177,7 +177,7 @@ def test_killed_run_then_rerun_ends_as_a_clean_run(tmp_path, kill_after):
     root = tmp_path / "lake"
     command = [sys.executable, "-m", "misbench.cli", "ingest", "--lake", str(root),
                "--dump", str(SLICE_BZ2), "--set", "spark.master=local[2]"]
-    marker = root / kill_after / "_delta_log"
+    marker = root / ("_internal" if is_internal(kill_after) else "") / kill_after / "_delta_log"
     kill_after_commits(command, str(marker), 1, timeout_s=240, poll_s=0.05)
     assert marker.exists(), "the job never reached the kill point"
 

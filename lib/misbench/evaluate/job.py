@@ -295,6 +295,8 @@ def run_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list[str]
         raise ConfigError(f"unknown settings {unknown}; known: {', '.join(stage.SETTINGS)}")
     if "probe" not in settings:
         settings.insert(0, "probe")  # Memory / Unknown come from it
+    if lake.read("questions").where(F.col("source") == source).isEmpty():
+        raise ValueError(f"no questions for source '{source}' (see bench_stats for why claims were left out)")
     tracking.close_abandoned_runs(tracking.open_experiment(cfg))
     reports = []
     for spec in models or [None]:

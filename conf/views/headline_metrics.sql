@@ -1,0 +1,15 @@
+-- The headline number of each setting per model and question set, overall (no breakdown),
+-- with its n: probe accuracy, detection / desc / rtd success rate, single and style
+-- memorization ratio, pair TendCM with prior knowledge, MultiHoax accuracy per task.
+SELECT model, answer_mode, source, setting, metric, value, n, mlflow_run_id, computed_at
+FROM eval_metrics
+WHERE kind IS NULL AND hop IS NULL AND style IS NULL AND topic IS NULL
+  AND country IS NULL AND category IS NULL AND reasoning_type IS NULL
+  AND answer_type IS NULL AND false_premise_type IS NULL
+  AND (
+    (setting = 'probe' AND metric = 'accuracy' AND memory IS NULL)
+    OR (setting IN ('detection', 'desc', 'rtd') AND metric = 'success_rate' AND memory IS NULL)
+    OR (setting IN ('single', 'style') AND metric = 'memorization_ratio' AND memory IS NULL)
+    OR (setting = 'pair' AND metric = 'tendcm' AND memory = 'memory')
+    OR (setting LIKE 'hoax%' AND metric = 'accuracy' AND memory IS NULL)
+  )

@@ -1,0 +1,255 @@
+"""``misbench run-all``: every stage in order, each skipped when it already finished on the same
+inputs, with a record per stage run in ``pipeline_runs``.
+
+A stage is skipped only when its newest run (skips aside) succeeded with the same fingerprint
+(the versions of the tables it reads, the settings, config files and prompts it uses, its
+arguments: dump files, models, limit), its output tables are still at the versions run-all
+last left them at (nothing dropped or rewrote them since, e.g. a standalone ``misbench
+claims``), and it left no failed rows that a rerun would retry. Inside a stage, the model passes resume
+by key as they always do, so a stage killed half way runs again and only does what is left.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from pyspark.sql import SparkSession
+from pyspark.sql import types as T
+
+from misbench.config import Config, conf_dir
+from misbench.lake import Lake
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str                      # the CLI command of the stage
+    reads: tuple[str, ...]         # tables whose versions decide whether it runs again
+    writes: tuple[str, ...]        # its product tables: changed since its run, it runs again
+    settings: tuple[str, ...]      # config sections it uses
+    files: tuple[str, ...] = ()    # config files (under conf/) it uses
+    prompts: bool = False          # it renders prompts (prompts/*.txt are part of its inputs)
+    retries: tuple[str, ...] = ()  # output tables whose failed rows a rerun retries
+    max_attempts: str = ""         # the setting that bounds those retries
+    always: bool = False           # cheap and depends on everything: run every time
+    ignores: tuple[str, ...] = ()  # settings inside those sections that belong to another stage
+    settings_when: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (flag, sections it adds when on)
+
+
+STAGES = (
+    Stage("ingest", (), ("entities", "triples", "ingest_rejects"), ("ingest",)),
+    Stage("claims", ("entities", "triples"), ("claims", "conflicts", "claims_stats"), ("claims",),
+          ("relations.yaml", "multihop.yaml")),
+    # generation runs quality control between its passes
+    Stage("generate", ("claims", "conflicts"), ("evidence", "semantic_descriptions", "evidence_slots"),
+          ("generate", "llm", "quality"), prompts=True, retries=("evidence", "semantic_descriptions"),
+          max_attempts="generate.max_attempts"),
+    Stage("quality", ("claims", "evidence"), ("evidence_qc", "quality_stats"), ("quality", "llm"), prompts=True),
+    Stage("bench", ("claims", "conflicts", "evidence", "evidence_qc"), ("questions", "bench_texts", "bench_stats"),
+          ("bench",)),
+    Stage("evaluate", ("questions", "bench_texts", "entities"), ("eval_responses", "eval_metrics", "rtd_entities"),
+          ("evaluate", "llm", "mlflow"), prompts=True, retries=("eval_responses", "rtd_steps"),
+          max_attempts="evaluate.max_attempts"),
+    # rewording (hoax.reword) goes through the LLM
+    Stage("hoax", ("entities", "triples", "claims"), ("hoax_questions", "hoax_stats"), ("hoax",),
+          ("hoax.yaml",), prompts=True, ignores=("hoax.evaluate",),
+          settings_when=(("hoax.reword.enabled", ("llm", "generate")),)),
+    # the justification task measures similarity with quality's embedding model
+    Stage("hoax-evaluate", ("hoax_questions",), ("eval_responses", "eval_metrics", "hoax_judgements"),
+          ("hoax", "evaluate", "llm", "mlflow", "quality"), ("hoax_answer.schema.json",), prompts=True,
+          retries=("eval_responses",), max_attempts="evaluate.max_attempts"),
+    Stage("views", (), (), (), always=True),
+)
+STAGE_NAMES = tuple(stage.name for stage in STAGES)
+
+RUNS_SCHEMA = T.StructType([
+    T.StructField("run_id", T.StringType()),
+    T.StructField("stage", T.StringType()),
+    T.StructField("position", T.IntegerType()),
+    T.StructField("status", T.StringType()),        # succeeded | incomplete | failed | skipped
+    T.StructField("fingerprint", T.StringType()),
+    T.StructField("inputs", T.StringType()),        # JSON: table versions, settings, arguments
+    T.StructField("outputs", T.StringType()),       # JSON: versions of its tables when it ended
+    T.StructField("summary", T.StringType()),       # the stage's one-line report, or the error
+    T.StructField("started_at", T.TimestampType()),
+    T.StructField("seconds", T.DoubleType()),
+])
+
+
+class StageFailed(Exception):
+    """A stage ended with a result that must stop the run (its report says why)."""
+
+    def __init__(self, summary: str, exit_code: int):
+        super().__init__(summary)
+        self.summary, self.exit_code = summary, exit_code
+
+
+@dataclass
+class StageOutcome:
+    stage: str
+    status: str
+    summary: str
+    seconds: float
+
+
+@dataclass
+class RunReport:
+    run_id: str
+    outcomes: list[StageOutcome] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def stage_inputs(stage: Stage, lake: Lake, cfg: Config, arguments: dict) -> dict:
+    """What a stage's result depends on, as plain JSON-able values."""
+    sections = list(stage.settings)
+    for flag, extra in stage.settings_when:
+        if cfg.get(flag, False):
+            sections += extra
+    settings = {section: cfg.get(section, None) for section in sections}
+    for ignored in stage.ignores:
+        section, _, key = ignored.partition(".")
+        settings[section] = {k: v for k, v in (settings.get(section) or {}).items() if k != key}
+    files = {}
+    for name in stage.files:
+        path = conf_dir() / name
+        files[name] = hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.is_file() else None
+    if stage.prompts:
+        from misbench.prompts import prompts_dir
+
+        digest = hashlib.sha256()
+        for path in sorted(prompts_dir().glob("*.txt")):
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+        files["prompts/"] = digest.hexdigest()[:16]
+    return {"tables": {name: lake.version(name) if lake.exists(name) else None for name in stage.reads},
+            "settings": settings, "files": files, "arguments": arguments}
+
+
+def fingerprint(inputs: dict) -> str:
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def dump_identity(paths: list[str]) -> list[dict]:
+    """Dump files by path, size and modification time: a new dump makes ingest run again."""
+    identity = []
+    for path in paths:
+        try:
+            stat = os.stat(path)
+            identity.append({"path": os.path.abspath(path), "bytes": stat.st_size, "mtime": int(stat.st_mtime)})
+        except OSError:  # remote storage: the path alone
+            identity.append({"path": path})
+    return identity
+
+
+def output_versions(stage: Stage, lake: Lake) -> dict:
+    return {name: lake.version(name) if lake.exists(name) else None for name in stage.writes}
+
+
+def retryable_rows(stage: Stage, lake: Lake, cfg: Config) -> int:
+    """Failed rows of its outputs that a rerun of the stage would try again."""
+    if not stage.retries:
+        return 0
+    limit = int(cfg.get(stage.max_attempts))
+    return sum(lake.read(name).where(f"error IS NOT NULL AND attempts < {limit}").count()
+               for name in stage.retries if lake.exists(name))
+
+
+def run_history(lake: Lake) -> tuple[dict[str, dict], dict[str, object]]:
+    """Per stage its newest record that is not a skip (status, fingerprint); per table the
+    version the newest stage run that wrote it left (evaluate and hoax-evaluate share tables)."""
+    if not lake.exists("pipeline_runs"):
+        return {}, {}
+    rows = (lake.read("pipeline_runs").where("status <> 'skipped'")
+            .orderBy("started_at").select("stage", "status", "fingerprint", "outputs").collect())
+    newest, versions = {}, {}
+    for row in rows:
+        newest[row["stage"]] = row.asDict()
+        versions.update(json.loads(row["outputs"] or "{}"))
+    return newest, versions
+
+
+def is_finished(stage: Stage, newest: dict | None, key: str, known_versions: dict, lake: Lake) -> bool:
+    """Its newest run succeeded on the same inputs, and nothing outside run-all changed its
+    output tables since run-all last wrote them."""
+    return (not stage.always and newest is not None and newest["status"] == "succeeded"
+            and newest["fingerprint"] == key
+            and all(known_versions.get(name) == version
+                    for name, version in _plain(output_versions(stage, lake)).items()))
+
+
+def _plain(value):
+    return json.loads(json.dumps(value, sort_keys=True, default=str))
+
+
+def run_all(
+    spark: SparkSession,
+    lake: Lake,
+    cfg: Config,
+    stage_runners: dict[str, Callable[[], str]],
+    stage_arguments: dict[str, dict],
+    start: str | None = None,
+    force: bool = False,
+    progress: Callable[[str], None] = print,
+) -> RunReport:
+    """Run the stages in order from ``start``; ``stage_runners`` holds, per stage, a function
+    that runs it and returns its one-line report (it raises StageFailed to stop the run)."""
+    run_id = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    report = RunReport(run_id)
+    began = time.perf_counter()
+    first = STAGE_NAMES.index(start) if start else 0
+    newest, known_versions = ({}, {}) if force else run_history(lake)
+    total = len(STAGES)
+    for position, stage in enumerate(STAGES[first:], start=first + 1):
+        inputs = stage_inputs(stage, lake, cfg, stage_arguments.get(stage.name, {}))
+        key = fingerprint(inputs)
+        started_at = dt.datetime.now(dt.timezone.utc)
+        prefix = f"[{position}/{total}] {stage.name}"
+        if is_finished(stage, newest.get(stage.name), key, known_versions, lake):
+            progress(f"{prefix}: skipped, finished before on the same inputs")
+            report.outcomes.append(StageOutcome(stage.name, "skipped", "", 0.0))
+            _record(spark, lake, run_id, stage, position, "skipped", key, inputs, {}, "", started_at, 0.0)
+            continue
+        progress(f"{prefix}: running")
+        stage_began = time.perf_counter()
+        try:
+            summary = stage_runners[stage.name]()
+        except Exception as exc:
+            seconds = time.perf_counter() - stage_began
+            message = exc.summary if isinstance(exc, StageFailed) else \
+                f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:500]}"
+            try:
+                _record(spark, lake, run_id, stage, position, "failed", key, inputs, {}, message, started_at, seconds)
+            except Exception:  # noqa: BLE001 - Spark itself may be gone: keep the stage's own error
+                log.exception("run-all: could not record the failure of %s", stage.name)
+            raise
+        seconds = time.perf_counter() - stage_began
+        # Failed rows with attempts left: done for now, but the next run-all runs it again.
+        retry = retryable_rows(stage, lake, cfg)
+        status = "incomplete" if retry else "succeeded"
+        if retry:
+            summary += f" ({retry} failed row(s) will be retried by the next run)"
+        _record(spark, lake, run_id, stage, position, status, key, inputs, output_versions(stage, lake), summary,
+                started_at, seconds)
+        report.outcomes.append(StageOutcome(stage.name, status, summary, seconds))
+        progress(f"{prefix}: done in {duration(seconds)}")
+        progress(f"    {summary}")
+    report.seconds = time.perf_counter() - began
+    return report
+
+
+def _record(spark, lake, run_id, stage, position, status, key, inputs, outputs, summary, started_at,
+            seconds) -> None:
+    row = (run_id, stage.name, position, status, key, json.dumps(inputs, sort_keys=True, default=str),
+           json.dumps(outputs, sort_keys=True, default=str), summary, started_at, float(seconds))
+    lake.write(spark.createDataFrame([row], RUNS_SCHEMA), "pipeline_runs", mode="append")
+
+
+def duration(seconds: float) -> str:
+    minutes, rest = divmod(int(round(seconds)), 60)
+    return f"{minutes}m{rest:02d}s" if minutes else f"{seconds:.1f}s"
