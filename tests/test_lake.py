@@ -103,6 +103,7 @@ def check_lake_contract(any_lake):
     assert {t.name for t in any_lake.tables(include_internal=True)} == {"t", "eval_queue"}
 
     # Analyst views: stored with the lake, registered wherever SQL runs over it.
+    any_lake.register_views_of_tables()
     any_lake.store_view("t_view", "SELECT k, upper(v) AS v FROM t")
     assert "t_view" in any_lake.register_views()
     assert [tuple(r) for r in spark.sql("SELECT k, v FROM t_view").collect()] == [(7, "G")]

@@ -218,12 +218,6 @@ def _generate(spark, lake, cfg, limit=None) -> str:
             f"attempt); model loaded {report.model_loads} time(s). See evidence_slots and evidence_qc.")
 
 
-def _cmd_quality(args) -> int:
-    cfg, spark, lake = _open(args)
-    print(_quality(spark, lake, cfg))
-    return EXIT_OK
-
-
 def _quality(spark, lake, cfg) -> str:
     from misbench.quality.job import run_quality
 
@@ -232,12 +226,6 @@ def _quality(spark, lake, cfg) -> str:
     return (f"quality: {report.evidence} evidence texts, {report.checked} checked this run, "
             f"{report.passed} passed; dropped by {dropped or 'no filter'}; "
             f"models loaded {report.model_loads} time(s). See evidence_qc (reasons) and quality_stats.")
-
-
-def _cmd_bench(args) -> int:
-    cfg, spark, lake = _open(args)
-    print(_bench(spark, lake, cfg))
-    return EXIT_OK
 
 
 def _bench(spark, lake, cfg) -> str:
@@ -250,6 +238,15 @@ def _bench(spark, lake, cfg) -> str:
     spread = ", ".join(f"{k} {v}" for k, v in report.memory_positions.items())
     return (f"bench: {report.questions} questions ({kinds}); per setting: {settings}; left out: {left}; "
             f"true answer at letter: {spread}. See questions and bench_stats.")
+
+
+def _stage_command(summary):
+    """A subcommand that runs one stage with no options of its own and prints its report."""
+    def command(args) -> int:
+        cfg, spark, lake = _open(args)
+        print(summary(spark, lake, cfg))
+        return EXIT_OK
+    return command
 
 
 def _model_line(command: str, report, answers: int) -> str:
@@ -304,12 +301,6 @@ def _cmd_import_misbench(args) -> int:
     return EXIT_OK
 
 
-def _cmd_hoax(args) -> int:
-    cfg, spark, lake = _open(args)
-    print(_hoax(spark, lake, cfg))
-    return EXIT_OK
-
-
 def _hoax(spark, lake, cfg) -> str:
     from misbench.hoax.job import run_hoax
 
@@ -336,12 +327,6 @@ def _hoax_evaluate(spark, lake, cfg, models=None, tasks=None, source="wikidata")
     reports = run_hoax_evaluate(spark, lake, cfg, models=models, tasks=tasks, source=source)
     return _evaluation_lines("hoax-evaluate", cfg, reports, "answers",
                              "eval_metrics (setting hoax_*), eval_responses and hoax_judgements")
-
-
-def _cmd_views(args) -> int:
-    cfg, spark, lake = _open(args)
-    print(_views(spark, lake, cfg))
-    return EXIT_OK
 
 
 def _views(spark, lake, cfg) -> str:
@@ -520,11 +505,11 @@ def _print_rows(rows: list[dict], columns: Sequence[str], fmt: str) -> None:
 
 
 COMMANDS = {
-    "ingest": _cmd_ingest, "claims": _cmd_claims, "generate": _cmd_generate, "quality": _cmd_quality,
-    "bench": _cmd_bench, "evaluate": _cmd_evaluate, "export": _cmd_export,
-    "import-misbench": _cmd_import_misbench, "hoax": _cmd_hoax, "hoax-evaluate": _cmd_hoax_evaluate,
+    "ingest": _cmd_ingest, "claims": _cmd_claims, "generate": _cmd_generate, "quality": _stage_command(_quality),
+    "bench": _stage_command(_bench), "evaluate": _cmd_evaluate, "export": _cmd_export,
+    "import-misbench": _cmd_import_misbench, "hoax": _stage_command(_hoax), "hoax-evaluate": _cmd_hoax_evaluate,
     "import-hoax": _cmd_import_hoax, "human-eval": _cmd_human_eval, "tables": _cmd_tables, "sql": _cmd_sql,
-    "run-all": _cmd_run_all, "views": _cmd_views,
+    "run-all": _cmd_run_all, "views": _stage_command(_views),
 }
 
 

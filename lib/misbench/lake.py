@@ -147,10 +147,9 @@ class Lake(ABC):
     # (``view_definitions``) and registers them as temporary views wherever SQL runs over it.
 
     def store_view(self, name: str, sql: str) -> None:
-        """Create or replace analyst view ``name``; its tables must exist."""
-        if not _SAFE_NAME.match(name):
-            raise ValueError(f"view name '{name}' must be letters, digits and underscores")
-        self.register_views_of_tables()
+        """Create or replace analyst view ``name``; its tables must exist (registered by
+        ``register_views_of_tables`` on a folder lake)."""
+        _check_view_name(name)
         self.spark.sql(sql).schema  # noqa: B018 - analyses the SQL: a missing table fails here
         definition = self.spark.createDataFrame(
             [(name, sql, _now())], "name string, sql string, stored_at timestamp")
@@ -687,8 +686,7 @@ class SparkDeltaLake(Lake):
         if not self.by_name:
             super().store_view(name, sql)
             return
-        if not _SAFE_NAME.match(name):
-            raise ValueError(f"view name '{name}' must be letters, digits and underscores")
+        _check_view_name(name)
         # A view resolves its bare table names in the namespace current at its creation.
         catalog = self.spark.catalog.currentCatalog()
         database = self.spark.catalog.currentDatabase()
@@ -749,6 +747,11 @@ def _drop_folder(lake, name: str) -> None:
     if "://" in lake.root:
         raise NotImplementedError("drop of tables on remote storage: remove the folder")
     shutil.rmtree(lake.location(name), ignore_errors=True)
+
+
+def _check_view_name(name: str) -> None:
+    if not _SAFE_NAME.match(name):
+        raise ValueError(f"view name '{name}' must be letters, digits and underscores")
 
 
 def _view_names(spark, namespace: str) -> list[str]:

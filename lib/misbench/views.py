@@ -35,6 +35,7 @@ def run_views(spark: SparkSession, lake: Lake, cfg: Config) -> ViewsReport:
     from pyspark.errors import AnalysisException
 
     report = ViewsReport()
+    lake.register_views_of_tables()  # once for all views: their SQL names tables
     for name, sql in view_definitions().items():
         try:
             lake.store_view(name, sql)
