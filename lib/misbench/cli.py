@@ -151,6 +151,18 @@ def _open(args):
         overrides.append(f"ingest.max_reject_rate={args.max_reject_rate}")
     cfg = load_config(args.profile, overrides)
     logs.attach_file(cfg)
+    if str(cfg.get("spark.master")).startswith("local"):
+        # The engines this command's tasks start run on this machine: they end with it, in a
+        # registry of its own, so two commands at once never stop each other's engines.
+        import atexit
+        import os
+        import tempfile
+
+        from misbench.llm.engine_server import claim_engines, stop_engines
+
+        if not cfg.get("llm.engine_server.dir") and not os.environ.get("MISBENCH_ENGINE_DIR"):
+            os.environ["MISBENCH_ENGINE_DIR"] = tempfile.mkdtemp(prefix="misbench-engines-")
+        atexit.register(stop_engines, cfg.get("llm"), claim_engines())
     spark = get_spark(cfg)
     return cfg, spark, open_lake(spark, cfg)
 

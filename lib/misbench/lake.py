@@ -41,7 +41,7 @@ WRITE_MODES = ("overwrite", "append")
 INTERNAL_TABLES = (
     "ingest_staging", "claim_candidates", "conflicts_staging", "generation_claims",
     "generation_queue_*", "generation_requests_*", "quality_queue", "eval_items", "eval_queue",
-    "rtd_requests_*", "hoax_requests_*", "chunk_*", "view_definitions",
+    "rtd_requests_*", "hoax_requests_*", "chunk_*", "work_*", "replace_*", "view_definitions",
 )
 INTERNAL_FOLDER = "_internal"
 # Temporary views this process registered (tables and analyst views), dropped before another
@@ -434,6 +434,8 @@ def _parquet_file_writer(table_uri: str, partition_by: list[str], arrow_schema: 
                     )
                 key = tuple(str(group[c]) if group[c] is not None else None for c in partition_by)
                 if key not in open_files:
+                    if len(open_files) >= _MAX_OPEN_FILES:  # many partitions: bounded file handles
+                        close(next(iter(open_files)))
                     open_files[key] = _OpenFile(
                         filesystem, base_path, dict(zip(partition_by, key)), data_schema
                     )
@@ -447,6 +449,7 @@ def _parquet_file_writer(table_uri: str, partition_by: list[str], arrow_schema: 
 
     return write_files
 
+_MAX_OPEN_FILES = 32
 _ADD_ACTION_ARROW = pa.schema(
     [
         ("path", pa.string()),
@@ -746,6 +749,9 @@ def _drop_folder(lake, name: str) -> None:
 
     if "://" in lake.root:
         raise NotImplementedError("drop of tables on remote storage: remove the folder")
+    # The log first: a kill during the removal leaves files without a table, never a table
+    # whose files are gone.
+    shutil.rmtree(f"{lake.location(name)}/_delta_log", ignore_errors=True)
     shutil.rmtree(lake.location(name), ignore_errors=True)
 
 

@@ -125,10 +125,11 @@ def test_kill_during_generation_then_rerun_loses_and_duplicates_nothing(lake_cop
     ("SIGSEGV", "Fatal Python error: Segmentation fault"),        # a crash in native code
     ("SIGKILL", "killed without a Python traceback"),             # what the OOM killer does
 ])
-def test_a_crashed_worker_ends_with_a_short_error_and_keeps_committed_rows(lake_copy, signal_name, cause):
-    """A worker that holds the engine dies for real, mid-pass: the command names the stage,
-    pass, backend and model, the cause and what to try; the Python traceback (faulthandler)
-    and Spark's Java stack traces go to the log file, not the terminal; committed rows stay."""
+def test_a_crashed_engine_ends_with_a_short_error_and_keeps_committed_rows(lake_copy, signal_name, cause):
+    """The engine process dies for real, mid-pass, again and again (no Spark retry gets
+    through: local[2] tries a task once): the command names the stage, pass, backend and
+    model, the cause and what to try; the engine's faulthandler dump and Spark's Java stack
+    traces go to the log file, not the terminal; committed rows stay."""
     import signal
 
     from tests.conftest import crash_workers_after_commits
@@ -139,7 +140,7 @@ def test_a_crashed_worker_ends_with_a_short_error_and_keeps_committed_rows(lake_
     command = [sys.executable, "-m", "misbench.cli", "generate", "--limit", "1", "--lake", root]
     for setting in settings:
         command += ["--set", setting]
-    # once entries are committed, the workers holding the engine (writer or judge) are hit
+    # once entries are committed, the engine processes are hit
     finished, hits = crash_workers_after_commits(command, root + "/evidence/_delta_log", 1,
                                                  getattr(signal, signal_name))
     assert hits > 0, "no Python worker was found to crash"
@@ -149,7 +150,7 @@ def test_a_crashed_worker_ends_with_a_short_error_and_keeps_committed_rows(lake_
 
     # the stage and the pass the crash hit (generation, or the quality check run after it)
     assert re.search(r"misbench generate: error: (generate (descriptions|entries|styles) round \d|quality): "
-                     r"the Python worker running ", error), error[-2000:]
+                     r"the engine process running ", error), error[-2000:]
     assert "llama_cpp model qwen2.5-coder-0.5b-instruct-q4km" in error
     assert f"died ({cause}" in error
     assert "rerun the same command" in error and "Try:" in error
@@ -159,8 +160,9 @@ def test_a_crashed_worker_ends_with_a_short_error_and_keeps_committed_rows(lake_
         log_text = handle.read()
     assert "WARN TaskSetManager: Lost task" in log_text  # Spark's own log4j output
     assert "Traceback (most recent call last)" in log_text  # misbench's detail of the failure
+    assert "EngineDied" in log_text
     if signal_name == "SIGSEGV":
-        assert "Fatal Python error: Segmentation fault" in log_text  # faulthandler's dump
+        assert "Fatal Python error: Segmentation fault" in log_text  # the engine's faulthandler
     assert f"Full traceback and Spark's log: {logged}" in error
 
     kept = evidence_of_first_claim(lake_copy)
@@ -174,3 +176,31 @@ def test_a_crashed_worker_ends_with_a_short_error_and_keeps_committed_rows(lake_
             assert after[evidence_id].text == row.text
     # progress lines reached the terminal while the passes ran
     assert "generate entries round 1: " in rerun.stderr and "rows (" in rerun.stderr and "tokens/s" in rerun.stderr
+
+
+def test_a_killed_engine_fails_only_its_tasks_which_spark_retries_on_a_new_engine(lake_copy):
+    """With task retries (local[2,3] tries a task up to three times, as a cluster does), the
+    engine killed once mid-pass costs only the tasks it was serving: the command finishes,
+    a second engine served the rest, rows committed before the kill are unchanged and no row
+    is there twice."""
+    import signal
+
+    from tests.conftest import crash_workers_after_commits
+
+    root = str(lake_copy.root)
+    settings = [*(s for s in SMALL_MODEL if not s.startswith("generate.commit_rows=")),
+                "generate.commit_rows=2", "generate.rounds=1", "spark.master=local[2,3]"]
+    command = [sys.executable, "-m", "misbench.cli", "generate", "--limit", "1", "--lake", root]
+    for setting in settings:
+        command += ["--set", setting]
+    finished, hits = crash_workers_after_commits(command, root + "/evidence/_delta_log", 1,
+                                                 signal.SIGKILL, times=1)
+    assert hits == 1
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    rows = lake_copy.read("evidence").collect()
+    ids = [r.evidence_id for r in rows]
+    assert len(ids) == len(set(ids)) and lake_copy.exists("evidence_slots")
+    assert len({r.load_id for r in rows}) >= 2  # the engine that was killed, and its successor
+    assert all(r.error is None and r.attempts == 1 for r in rows)  # nothing lost, nothing redone
+    first = min(rows, key=lambda r: r.generated_at).load_id
+    assert any(r.load_id == first for r in rows)  # what the killed engine committed stayed

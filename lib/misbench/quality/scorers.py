@@ -135,7 +135,8 @@ class LLMJudge(EntailmentScorer):
         from misbench.llm import worker_backend
 
         judge = settings["entailment"]["llm_judge"]
-        self.engine = worker_backend(settings["judge_llm"])
+        self.llm = settings["judge_llm"]
+        self.engine = worker_backend(self.llm)
         self.model = self.engine.model
         self.load_id = self.engine.load_id
         self.prompt = settings["judge_prompt"]
@@ -147,6 +148,11 @@ class LLMJudge(EntailmentScorer):
     def score_pairs(self, premises, hypotheses):
         prompts = [self.prompt.messages({"text": premise, "statement": hypothesis})
                    for premise, hypothesis in zip(premises, hypotheses)]
+        from misbench.llm import worker_backend
+
+        # Asked anew each time: the engine process may have been restarted since the last call.
+        self.engine = worker_backend(self.llm)
+        self.load_id = self.engine.load_id
         return [yes_probability(yes, no) for yes, no in self.engine.option_logprobs_many(prompts, ["Yes", "No"])]
 
 

@@ -1,0 +1,101 @@
+"""One engine process per GPU (per machine on CPU), with the smallest shipped model: every client
+shares it, concurrent batches run as one engine call, a dead engine fails its callers with a
+clear error and the next client starts a new one, another model replaces it, an idle one exits."""
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from misbench.config import load_config
+from misbench.llm import SamplingParams, worker_backend
+from misbench.llm.engine_server import EngineClient, EngineDied, _alive, stop_engines
+
+MODEL = "qwen2.5-coder-0.5b-instruct-q4km"
+SHORT = SamplingParams(temperature=0.0, max_tokens=6)
+
+
+def settings(folder, *extra):
+    return load_config("local", [f"llm.llama_cpp.model={MODEL}", "llm.llama_cpp.n_ctx=1024",
+                                 f"llm.engine_server.dir={folder}", *extra]).get("llm")
+
+
+def ask(text):
+    return [{"role": "user", "content": text}]
+
+
+@pytest.fixture()
+def llm(tmp_path):
+    llm = settings(tmp_path)
+    yield llm
+    stop_engines(llm)
+
+
+def test_clients_share_one_engine_and_concurrent_batches_run_together(llm):
+    first = worker_backend(llm)
+    assert isinstance(first, EngineClient) and first.slot == "cpu"
+    assert first.load_id.startswith(f"{first.pid}-") and first.pid != os.getpid()
+    results, errors = {}, []
+
+    def client(name):
+        try:  # each thread a task of its own: a new client, the same engine
+            engine = worker_backend(llm)
+            results[name] = (engine.load_id, engine.generate([ask(f"Say the word {name}.")] * 3, SHORT))
+        except Exception as error:  # noqa: BLE001
+            errors.append(error)
+
+    threads = [threading.Thread(target=client, args=(name,)) for name in ("apple", "pear", "plum")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    assert {load_id for load_id, _ in results.values()} == {first.load_id}  # loaded once
+    assert all(len(texts) == 3 and all(g.error is None and g.text for g in texts) for _, texts in results.values())
+    info = first.info()
+    assert info["requests"] == 9 and info["calls"] < 3 + 1  # batches waiting together share a call
+    assert info["busy_s"] > 0
+    scores = first.option_logprobs_many([ask("Is Paris in France? Answer Yes or No.")] * 2, ["Yes", "No"])
+    assert len(scores) == 2 and all(s[0] > s[1] for s in scores)
+
+
+def test_a_killed_engine_fails_its_callers_and_the_next_client_starts_another(llm):
+    engine = worker_backend(llm)
+    failure = []
+
+    def long_call():
+        try:
+            engine.generate([ask("Count from one to two hundred in words.")],
+                            SamplingParams(temperature=0.0, max_tokens=400, min_tokens=400))
+        except EngineDied as error:
+            failure.append(str(error))
+
+    caller = threading.Thread(target=long_call)
+    caller.start()
+    time.sleep(1.0)  # the call is in flight
+    os.kill(engine.pid, signal.SIGKILL)
+    caller.join(timeout=60)
+    assert failure and f"engine (pid {engine.pid})" in failure[0] and "Spark retries" in failure[0]
+    assert "loaded llama_cpp" in failure[0]  # the engine's log tail comes with it
+    again = worker_backend(llm)
+    assert again.pid != engine.pid and again.load_id != engine.load_id
+    assert again.generate([ask("Say yes.")], SHORT)[0].error is None
+    # an old client whose engine went away between calls sends its next call to the new one
+    assert engine.generate([ask("Say yes.")], SHORT)[0].error is None and engine.pid == again.pid
+
+
+def test_another_model_replaces_the_engine_and_an_idle_engine_exits(tmp_path):
+    first = worker_backend(settings(tmp_path, "llm.engine_server.idle_seconds=300"))
+    # other tasks per machine: the same engine (generation and a judge of one model share it)
+    assert worker_backend(settings(tmp_path, "llm.llama_cpp.workers=7")).pid == first.pid
+    other = worker_backend(settings(tmp_path, "llm.engine_server.idle_seconds=6", "llm.llama_cpp.n_ctx=512"))
+    try:
+        assert other.pid != first.pid
+        assert not _alive(first.pid)  # never two engines on one slot
+        deadline = time.time() + 60
+        while time.time() < deadline and (tmp_path / "cpu.json").exists():
+            time.sleep(1)
+        assert not (tmp_path / "cpu.json").exists(), "the idle engine did not exit"
+    finally:
+        stop_engines(settings(tmp_path))

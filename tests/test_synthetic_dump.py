@@ -1,0 +1,117 @@
+"""The synthetic Wikidata dump of benchmarks/synthetic_dump.py (what benchmarks/scale.py
+measures the pipeline on) through the real ingest, claims and hoax stages on local Spark: it
+parses without a reject, and its graph feeds every kind of output those stages make (one-hop
+claims of many relations, two-hop chains, all three conflict kinds, statements filtered for
+the history the real dump has, MultiHoax questions). Same seed, same bytes."""
+import bz2
+import gzip
+import hashlib
+import importlib.util
+
+import pytest
+from pyspark.sql import functions as F
+
+from misbench.claims.job import run_claims
+from misbench.hoax.job import run_hoax
+from misbench.hoax.stage import options_problems
+from misbench.ingest.job import run_ingest
+from misbench.lake import DeltaRsLake
+from tests.conftest import PROJECT
+
+ENTITIES = 1600  # about the smallest the generator makes: every kind of entity, a few minutes of Spark
+SEED = 3
+
+
+def generator():
+    spec = importlib.util.spec_from_file_location("synthetic_dump", PROJECT / "benchmarks" / "synthetic_dump.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def digest(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def synthetic(spark, cfg, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("synthetic")
+    dump = folder / "dump.json"
+    counts = generator().write_dump(dump, ENTITIES, SEED)
+    root = folder / "lake"
+    lake = DeltaRsLake(spark, root=str(root))
+    run_cfg = cfg.with_overrides([f"lake.root={root}"])
+    reports = {"ingest": run_ingest(spark, lake, run_cfg, [str(dump)])}
+    reports["claims"] = run_claims(spark, lake, run_cfg)
+    reports["hoax"] = run_hoax(spark, lake, run_cfg)
+    return dump, counts, lake, reports
+
+
+def test_same_seed_same_bytes_another_seed_other_bytes(tmp_path):
+    write_dump = generator().write_dump
+    first = write_dump(tmp_path / "a.json", 2000, 11)
+    again = write_dump(tmp_path / "b.json", 2000, 11)
+    other = write_dump(tmp_path / "c.json", 2000, 12)
+    assert digest(tmp_path / "a.json") == digest(tmp_path / "b.json") and first == again
+    assert digest(tmp_path / "a.json") != digest(tmp_path / "c.json")
+    assert first["entities"] == other["entities"] == 2000 and first["statements"] > 10 * 2000 / 2
+    # compressed forms hold the same bytes, and are themselves reproducible
+    write_dump(tmp_path / "a.json.bz2", 2000, 11)
+    write_dump(tmp_path / "a.json.gz", 2000, 11)
+    write_dump(tmp_path / "b.json.gz", 2000, 11)
+    plain = (tmp_path / "a.json").read_bytes()
+    assert bz2.decompress((tmp_path / "a.json.bz2").read_bytes()) == plain
+    assert gzip.decompress((tmp_path / "a.json.gz").read_bytes()) == plain
+    assert digest(tmp_path / "a.json.gz") == digest(tmp_path / "b.json.gz")
+    lines = plain.decode().split("\n")
+    assert lines[0] == "[" and lines[-2] == "]" and lines[-1] == ""
+    assert all(line.endswith(",") for line in lines[1:-3]) and not lines[-3].endswith(",")
+    assert len(lines) == 2000 + 3
+
+
+def test_ingest_reads_every_entity_and_statement(synthetic):
+    _, counts, lake, reports = synthetic
+    report = reports["ingest"]
+    assert (report.entities, report.rejects, report.triples) == (ENTITIES, 0, counts["statements"])
+    entities = lake.read("entities")
+    assert entities.where("type = 'property'").count() == len(generator().PROPERTIES)
+    assert entities.where(F.array_contains("instance_of", "Q5")).count() == counts["by_kind"]["person"]
+    triples = lake.read("triples")
+    kinds = {r.value_type for r in triples.select("value_type").distinct().collect()}
+    assert kinds >= {"wikibase-entityid", "time", "quantity", "string", "monolingualtext", "globecoordinate",
+                     "somevalue", "novalue"}
+    assert {r.rank for r in triples.select("rank").distinct().collect()} == {"preferred", "normal", "deprecated"}
+    assert triples.where(F.col("end_time").isNotNull()).count() > 100
+
+
+def test_claims_of_many_relations_with_every_conflict_kind(synthetic):
+    _, _, lake, reports = synthetic
+    report = reports["claims"]
+    claims = lake.read("claims")
+    one_hop = {r.relation for r in claims.where("hop = 1").select("relation").distinct().collect()}
+    two_hop = {r.relation for r in claims.where("hop = 2").select("relation").distinct().collect()}
+    assert report.one_hop > 1000 and len(one_hop) >= 40, sorted(one_hop)
+    assert report.two_hop > 300 and len(two_hop) >= 20, sorted(two_hop)
+    assert {"P22/P22", "P57/P569", "P26/P25"} <= two_hop  # family inference and a date answer
+    kinds = {r.kind: r["count"] for r in lake.read("conflicts").groupBy("kind").count().collect()}
+    assert set(kinds) == {"factual", "temporal", "semantic"} and kinds["factual"] == report.claims
+    assert kinds["temporal"] == claims.where("changes_over_time").count() > 100
+    # the graph has the history the filters exist for
+    reasons = {r.reason for r in lake.read("claims_stats").where("hop = 1").collect()}
+    assert {"kept", "ambiguous: several objects", "ended before the reference date", "deprecated statement",
+            "not the preferred statement", "object has no label"} <= reasons
+    two_hop_reasons = {r.reason for r in lake.read("claims_stats").where("hop = 2").collect()}
+    assert {"first hop: ambiguous: several objects", "second hop: ended before the reference date"} <= two_hop_reasons
+
+
+def test_hoax_questions_of_every_reasoning_type(synthetic):
+    _, _, lake, reports = synthetic
+    report = reports["hoax"]
+    assert report.questions > 500
+    assert set(report.by_reasoning) == {"bridge entity", "temporal", "geographical"}
+    questions = lake.read("hoax_questions").where("source = 'wikidata'").collect()
+    assert len(questions) == report.questions
+    assert all(options_problems(q.options, q.idk_index) == [] for q in questions)
+    assert len({q.premise_property for q in questions}) >= 10
+    assert max(report.idk_positions.values()) - min(report.idk_positions.values()) <= \
+        len({(q.reasoning_type, q.asked_property) for q in questions})
