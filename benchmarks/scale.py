@@ -2,11 +2,14 @@
 to the driver and task skew at several sizes of a synthetic Wikidata dump.
 
     python benchmarks/scale.py [--sizes 10000 100000 1000000] [--seed 0] [--stages ingest claims hoax bench]
+                               [--resume]
 
 For each size N: a synthetic dump of N entities (benchmarks/synthetic_dump.py, plain JSON,
 cached under benchmarks/out/ with its counts), then, in a fresh Python process with its own
-Spark session (the ``local`` profile: ``local[2]``, delta-rs folder lake in a temporary folder
-under benchmarks/out/, removed afterwards), after a warm-up ingest of the real slice:
+Spark session (the ``local`` profile: ``local[2]``, delta-rs folder lake under benchmarks/out/,
+removed once every stage ran; each finished stage's numbers are saved at once, so a run that
+is killed goes on with ``--resume`` from the stage it was in), after a warm-up ingest of the
+real slice:
   ingest  ``run_ingest`` of the dump;
   claims  ``run_claims`` (one-hop and two-hop claims, conflicts, claims_stats);
   hoax    ``run_hoax`` (MultiHoax-style questions from the graph; rewording off);
@@ -248,13 +251,18 @@ def bench_inputs(spark, lake) -> dict:
     return {"evidence": lake.row_count("evidence")}
 
 
-def child(entities: int, dump: str, result_path: str, stages: list[str]) -> None:
+def child(entities: int, dump: str, state_path: str, stages: list[str]) -> None:
+    """Run the stages of ``stages`` that ``state_path`` does not record as finished yet, on the
+    size's lake (kept between runs until every stage finished), saving after each stage."""
     from misbench.config import load_config
     from misbench.ingest.job import run_ingest
     from misbench.lake import open_lake
     from misbench.spark import get_spark
 
-    lake_root = tempfile.mkdtemp(prefix=f"scale-lake-{entities}-", dir=OUT)
+    state_file = Path(state_path)
+    results = json.loads(state_file.read_text())
+    lake_root = OUT / results["lake"]
+    lake_root.mkdir(exist_ok=True)
     cfg = load_config("local", ["spark.master=local[2]", f"lake.root={lake_root}"])
     # spark.conf keys hold dots, which --set style overrides would split: set them directly
     conf = cfg.data["spark"]["conf"]
@@ -269,9 +277,14 @@ def child(entities: int, dump: str, result_path: str, stages: list[str]) -> None
     warm_root = tempfile.mkdtemp(prefix="scale-warm-", dir=OUT)
     run_ingest(spark, open_lake(spark, cfg.with_overrides([f"lake.root={warm_root}"])), cfg, [str(SLICE)])
     shutil.rmtree(warm_root, ignore_errors=True)
-    results = {"entities": entities, "session_s": round(session_s, 1), "max_heap": jvm.max_heap(), "stages": {}}
+    results.setdefault("session_s", round(session_s, 1))
+    results["max_heap"] = jvm.max_heap()
+    results.setdefault("sessions", 0)
+    results["sessions"] += 1
 
     def measure(name: str, work):
+        if name in results["stages"]:
+            return
         rest.mark()
         rss.reset()
         jvm.reset()
@@ -282,6 +295,7 @@ def child(entities: int, dump: str, result_path: str, stages: list[str]) -> None
         peaks = jvm.peaks()
         entry = {
             "seconds": round(seconds, 2),
+            "session": results["sessions"],
             "python_rss_peak": rss.peak(),
             "jvm_old_gen_peak": sum(v for k, v in peaks.items() if "Old" in k or "Tenured" in k),
             "jvm_heap_pool_peaks": peaks,
@@ -293,7 +307,7 @@ def child(entities: int, dump: str, result_path: str, stages: list[str]) -> None
         }
         results["stages"][name] = entry
         print(f"  [{entities}] {name}: {seconds:.1f} s {report}", file=sys.stderr, flush=True)
-        Path(result_path).write_text(json.dumps(results))
+        state_file.write_text(json.dumps(results))
 
     try:
         if "ingest" in stages:
@@ -313,7 +327,9 @@ def child(entities: int, dump: str, result_path: str, stages: list[str]) -> None
 
             def hoax():
                 r = run_hoax(spark, lake, cfg)
-                return {"questions": r.questions, "by_reasoning": r.by_reasoning}
+                return {"questions": r.questions, "by_reasoning": r.by_reasoning,
+                        "candidates": r.questions + sum(r.rejected.values()),
+                        "passed_over": r.rejected.get("another premise chosen for the chain", 0)}
             measure("hoax", hoax)
         if "bench" in stages:
             from misbench.bench.job import run_bench
@@ -324,11 +340,10 @@ def child(entities: int, dump: str, result_path: str, stages: list[str]) -> None
                 r = run_bench(spark, lake, cfg)
                 return {"questions": r.questions, "by_kind": r.by_kind}
             measure("bench", bench)
-        results["python_ru_maxrss"] = _ru_maxrss()
-        Path(result_path).write_text(json.dumps(results))
+        results["python_ru_maxrss"] = max(results.get("python_ru_maxrss", 0), _ru_maxrss())
+        state_file.write_text(json.dumps(results))
     finally:
         spark.stop()
-        shutil.rmtree(lake_root, ignore_errors=True)
 
 
 def _ru_maxrss() -> int:
@@ -424,6 +439,9 @@ def main(argv=None) -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--stages", nargs="+", default=list(STAGES), choices=STAGES)
+    parser.add_argument("--resume", action="store_true",
+                        help="go on from the stages an interrupted run of the same sizes and seed finished "
+                             "(their results and lake are kept under benchmarks/out/ until every stage ran)")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--dump", help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
@@ -441,20 +459,29 @@ def main(argv=None) -> int:
     for entities in sorted(args.sizes):
         print(f"N={entities}: writing or reusing the dump", file=sys.stderr, flush=True)
         path, counts = ensure_dump(entities, args.seed)
-        result = OUT / f"scale-{stamp}-{entities}.partial.json"
+        state = OUT / f"scale-state-{entities}-s{args.seed}.json"
+        lake = OUT / f"scale-lake-{entities}-s{args.seed}"
+        if not args.resume or not state.exists():
+            state.unlink(missing_ok=True)
+            shutil.rmtree(lake, ignore_errors=True)
+            state.write_text(json.dumps({"entities": entities, "lake": lake.name, "stages": {}}))
         started = time.perf_counter()
         done = subprocess.run([sys.executable, __file__, "--child", str(entities), "--dump", str(path),
-                               "--result", str(result), "--stages", *stages], cwd=PROJECT)
-        run = json.loads(result.read_text()) if result.exists() else {"entities": entities, "stages": {},
-                                                                       "session_s": 0, "max_heap": 0}
-        result.unlink(missing_ok=True)
+                               "--result", str(state), "--stages", *stages], cwd=PROJECT)
+        run = json.loads(state.read_text())
+        run.setdefault("session_s", 0)
+        run.setdefault("max_heap", 0)
         run["dump"] = counts
         run["child_seconds"] = round(time.perf_counter() - started, 1)
-        run["returncode"] = done.returncode
+        finished = all(s in run["stages"] for s in stages)
+        run["returncode"] = done.returncode if done.returncode or finished else 1
         runs.append(run)
-        if done.returncode != 0:
-            print(f"N={entities}: the run failed (exit {done.returncode}); reporting what finished",
-                  file=sys.stderr)
+        if run["returncode"] == 0:
+            state.unlink(missing_ok=True)
+            shutil.rmtree(lake, ignore_errors=True)
+        else:
+            print(f"N={entities}: the run stopped (exit {done.returncode}); its finished stages and lake are kept: "
+                  f"rerun with --resume to go on from there", file=sys.stderr)
             break
     lines, last = report(runs, stages)
     out = OUT / f"scale-{stamp}.json"

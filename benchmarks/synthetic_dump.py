@@ -590,7 +590,7 @@ class Graph:
     # ---- bulk kinds ------------------------------------------------------------------------
 
     def _person(self, e: "_Entity", k: int) -> None:
-        rng, h = e.rng, self.hash
+        rng = e.rng
         role = ROLE[k % 20]
         born, died = self.birth_year(k), self.death_year(k)
         occupation = ROLE_OCCUPATION.get(role)

@@ -30,6 +30,7 @@ _WORKER_DIED = re.compile(
     r"|(Broken pipe|Connection reset)[\s\S]{0,4000}PythonRunner", re.IGNORECASE)
 # faulthandler's first line (spark.python.worker.faulthandler.enabled), e.g. "Segmentation fault".
 _FATAL = re.compile(r"Fatal Python error: ([^\n]+)")
+_KILLED_BY = re.compile(r"killed by signal (SIG[A-Z]+)")
 _EXIT_CODE = re.compile(r"exit(?:ed)? (?:code|status)[ :=]+(-?\d+)", re.IGNORECASE)
 
 
@@ -57,6 +58,9 @@ def worker_crash_cause(error: BaseException) -> str | None:
     fatal = _FATAL.search(text)
     if fatal:
         return f"Fatal Python error: {fatal.group(1).strip()}"
+    signalled = _KILLED_BY.search(text)  # an engine process that died while it loaded
+    if signalled and signalled.group(1) != "SIGKILL":
+        return f"killed by signal {signalled.group(1)}"
     code = _EXIT_CODE.search(text)
     if code:
         return f"exit code {code.group(1)}"

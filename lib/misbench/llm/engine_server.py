@@ -176,7 +176,7 @@ class EngineClient(LLMBackend):
                     return info
                 if process.poll() is not None:
                     code = process.returncode
-                    how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+                    how = f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
                     failure = EngineDied if code < 0 else EngineFailedToStart  # killed, or could not load
                     raise failure(f"the {self.backend} engine for {self.slot} exited while loading "
                                      f"({how}):\n{_log_tail(log_path, pid=process.pid)}")
