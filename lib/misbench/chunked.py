@@ -3,8 +3,9 @@
 A pass reads a queue of pending rows, splits it into chunks of about ``chunk_rows`` rows,
 runs a mapInPandas function (a model per worker) over each chunk and commits the chunk's
 output into the target table before the next chunk starts: an append of files the tasks
-wrote, so a commit costs what the chunk costs however large the target has grown. A run killed at any point loses at
-most the chunk in flight; the next run first merges a chunk that was written but not merged.
+wrote, so a commit costs what the chunk costs however large the target has grown. A run
+killed at any point loses at most the chunk in flight; the next run first merges a chunk
+that was written but not merged.
 """
 from __future__ import annotations
 
@@ -180,14 +181,14 @@ def run_chunks(
     chunks = max(1, math.ceil(total / max(1, chunk_rows)))
     chunk_table, work_table, replace_table = f"chunk_{target}", f"work_{target}", f"replace_{target}"
     queue = queue.withColumn("_chunk", F.pmod(F.xxhash64(key), F.lit(chunks)).cast("int"))
+    # One pass over the target to flag the keys it holds, then never again.
     if lake.exists(target):
         present = lake.read(target).select(key).distinct().withColumn("_replaces", F.lit(True))
         queue = queue.join(present, key, "left")
     else:
         queue = queue.withColumn("_replaces", F.lit(None).cast("boolean"))
-    # One pass over the target to flag the keys it holds, then never again.
-    # Each chunk's rows together: one file per chunk, however many chunks.
     queue = queue.withColumn("_replaces", F.coalesce("_replaces", F.lit(False)))
+    # Each chunk's rows together: one file per chunk, however many chunks.
     lake.write(queue.repartition("_chunk").sortWithinPartitions("_chunk"), work_table, partition_by=["_chunk"])
     work = lake.read(work_table)
     # Which chunks hold keys the target has (rare): the others commit by append alone.

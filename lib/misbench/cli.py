@@ -156,12 +156,14 @@ def _open(args):
         # registry of its own, so two commands at once never stop each other's engines.
         import atexit
         import os
+        import shutil
         import tempfile
 
         from misbench.llm.engine_server import claim_engines, stop_engines
 
         if not cfg.get("llm.engine_server.dir") and not os.environ.get("MISBENCH_ENGINE_DIR"):
-            os.environ["MISBENCH_ENGINE_DIR"] = tempfile.mkdtemp(prefix="misbench-engines-")
+            registry = os.environ["MISBENCH_ENGINE_DIR"] = tempfile.mkdtemp(prefix="misbench-engines-")
+            atexit.register(shutil.rmtree, registry, True)  # after the engines stopped (LIFO)
         atexit.register(stop_engines, cfg.get("llm"), claim_engines())
     spark = get_spark(cfg)
     return cfg, spark, open_lake(spark, cfg)

@@ -434,7 +434,7 @@ def _parquet_file_writer(table_uri: str, partition_by: list[str], arrow_schema: 
                     )
                 key = tuple(str(group[c]) if group[c] is not None else None for c in partition_by)
                 if key not in open_files:
-                    if len(open_files) >= _MAX_OPEN_FILES:  # many partitions: bounded file handles
+                    if len(open_files) >= _MAX_OPEN_FILES:
                         close(next(iter(open_files)))
                     open_files[key] = _OpenFile(
                         filesystem, base_path, dict(zip(partition_by, key)), data_schema
@@ -449,6 +449,9 @@ def _parquet_file_writer(table_uri: str, partition_by: list[str], arrow_schema: 
 
     return write_files
 
+
+# Files one write task keeps open at once (one per partition value): bounded file handles
+# however many partitions a table has.
 _MAX_OPEN_FILES = 32
 _ADD_ACTION_ARROW = pa.schema(
     [

@@ -160,45 +160,100 @@ def _ambiguous_ids(labels: DataFrame) -> DataFrame:
             .where("holders > 1").select("id").distinct())
 
 
-def _distractors(candidates: DataFrame, facts: DataFrame, labels: DataFrame, seed: int, attempts: int) -> DataFrame:
-    """Per candidate (``candidate_id``), options other than "I do not know", ranked: the
-    near miss, the context answer, same-relation substitutes of the answer, then any entity
-    sharing a type with it (dates: the answer moved by whole steps of its precision)."""
-    unique = facts.where((F.col("resolution") == KEPT) & F.col("single"))
-    names = labels.select("id", "label")
-    near = candidates.select("candidate_id", F.col("answer_text").alias("option"), F.lit("near_miss").alias("role"),
-                             F.lit(0.0).alias("priority"))
-    context = candidates.where(~F.col("is_date")).join(
-        unique.select(F.col("subject_id").alias("premise_object"), F.col("property").alias("second"),
-                      F.col("object_id").alias("context_id")), ["premise_object", "second"]) \
-        .where(F.col("context_id") != F.col("answer_id")) \
-        .join(names.select(F.col("id").alias("context_id"), F.col("label").alias("option")), "context_id") \
-        .select("candidate_id", "option", F.lit("context").alias("role"), F.lit(1.0).alias("priority"))
-    entity = candidates.where(~F.col("is_date"))
+def _first_by_name(options: DataFrame, key: str, seed: int, wanted: int) -> DataFrame:
+    """Per ``key``, the first ``wanted`` options by priority (ties in seeded order) with
+    pairwise different names: one option per name, the one of highest priority."""
+    order = ("priority", _hash(F.col("option"), seed))
+    per_name = Window.partitionBy(key, "name").orderBy(*order)
+    ranked = Window.partitionBy(key).orderBy(*order)
+    return (options.withColumn("copy", F.row_number().over(per_name)).where("copy = 1")
+            .withColumn("rank", F.row_number().over(ranked)).where(F.col("rank") <= wanted).drop("copy"))
+
+
+def _chain_options(chain_rows: DataFrame, facts: DataFrame, labels: DataFrame, seed: int, attempts: int) -> DataFrame:
+    """Per chain (``chain_id``), options that do not depend on the premise, ranked and distinct
+    by name: the near miss, same-relation substitutes of the answer, then any entity sharing a
+    type with it (dates: the answer moved by whole steps of its precision). Per chain, not per
+    candidate: a chain has a candidate for every premise of its bridge (dozens for a country),
+    and the substitute search probes ``attempts`` pool positions for each row it gets."""
+    near = chain_rows.select("chain_id", F.col("answer_text").alias("option"), F.lit("near_miss").alias("role"),
+                         F.lit(0.0).alias("priority"))
+    entity = chain_rows.where(~F.col("is_date"))
     same_relation = substitutes(entity.select(
-        F.col("candidate_id").alias("claim_id"), F.col("second").alias("pool_relation"),
+        F.col("chain_id").alias("claim_id"), F.col("second").alias("pool_relation"),
         F.col("bridge_id").alias("truth_subject"), F.col("answer_id").alias("object_id"), "subject_id"),
         facts, labels, seed, attempts, wanted=4).select(
-        F.col("claim_id").alias("candidate_id"), F.col("candidate_label").alias("option"),
+        F.col("claim_id").alias("chain_id"), F.col("candidate_label").alias("option"),
         F.lit("distractor").alias("role"), (F.lit(2) + F.col("choice") / 10).alias("priority"))
     anything = labels.where(F.col("label").isNotNull()).select(
         F.lit("any").alias("property"), F.col("id").alias("object_id"), F.lit("normal").alias("rank"),
         F.lit(None).cast("string").alias("subject_id"))
     same_type = substitutes(entity.select(
-        F.col("candidate_id").alias("claim_id"), F.lit("any").alias("pool_relation"),
+        F.col("chain_id").alias("claim_id"), F.lit("any").alias("pool_relation"),
         F.col("bridge_id").alias("truth_subject"), F.col("answer_id").alias("object_id"), "subject_id"),
         anything, labels, seed, attempts, wanted=4).select(
-        F.col("claim_id").alias("candidate_id"), F.col("candidate_label").alias("option"),
+        F.col("claim_id").alias("chain_id"), F.col("candidate_label").alias("option"),
         F.lit("distractor").alias("role"), (F.lit(3) + F.col("choice") / 10).alias("priority"))
-    dates = candidates.where(F.col("is_date")).select(
-        "candidate_id", "answer_value", "answer_precision",
+    dates = chain_rows.where(F.col("is_date")).select(
+        "chain_id", "answer_value", "answer_precision",
         F.explode(F.array(F.lit(-2), F.lit(-1), F.lit(1), F.lit(3))).alias("steps"))
     dates = dates.select(
-        "candidate_id", date_text(shifted_date(F.col("answer_value"), F.col("answer_precision"),
-                                               F.col("steps") * precision_years(F.col("answer_precision"))),
-                                  F.col("answer_precision")).alias("option"),
+        "chain_id", date_text(shifted_date(F.col("answer_value"), F.col("answer_precision"),
+                                           F.col("steps") * precision_years(F.col("answer_precision"))),
+                              F.col("answer_precision")).alias("option"),
         F.lit("distractor").alias("role"), (F.lit(2) + F.abs(F.col("steps")) / 10).alias("priority"))
-    return near.unionByName(context).unionByName(same_relation).unionByName(same_type).unionByName(dates)
+    options = near.unionByName(same_relation).unionByName(same_type).unionByName(dates)
+    excluded = F.array(normalized(F.col("subject_label")), normalized(F.col("bridge_label")), normalized(F.lit(IDK)))
+    options = (options.join(chain_rows.select("chain_id", "subject_label", "bridge_label"), "chain_id")
+               .where(F.col("option").isNotNull() & ~F.array_contains(excluded, normalized(F.col("option"))))
+               .withColumn("name", normalized(F.col("option"))))
+    # Three would do (a context option named like one of them takes its slot); one spare.
+    return _first_by_name(options, "chain_id", seed, 4).select("chain_id", "option", "role", "priority", "name")
+
+
+CHAIN_COLUMNS = ("chain_id", "subject_id", "bridge_id", "second", "answer_id", "answer_text", "answer_value",
+                 "answer_precision", "is_date", "subject_label", "bridge_label")
+
+
+def _context_options(candidates: DataFrame, facts: DataFrame, labels: DataFrame) -> DataFrame:
+    """Per candidate, the context option: the answer the question would have if the premise's
+    object were the bridge (entity answers only)."""
+    unique = facts.where((F.col("resolution") == KEPT) & F.col("single"))
+    return (candidates.where(~F.col("is_date"))
+            .join(unique.select(F.col("subject_id").alias("premise_object"), F.col("property").alias("second"),
+                                F.col("object_id").alias("context_id")), ["premise_object", "second"])
+            .where(F.col("context_id") != F.col("answer_id"))
+            .join(labels.select(F.col("id").alias("context_id"), F.col("label").alias("option")), "context_id")
+            .where(F.col("option").isNotNull())
+            .withColumn("name", normalized(F.col("option")))
+            .where(~F.col("name").isin(normalized(F.col("subject_label")), normalized(F.col("bridge_label")),
+                                       normalized(F.lit(IDK))))
+            .select("candidate_id", "chain_id", "option", F.lit("context").alias("role"),
+                    F.lit(1.0).alias("priority"), "name"))
+
+
+def _option_counts(candidates: DataFrame, by_chain: DataFrame, context: DataFrame) -> DataFrame:
+    """Per candidate, its distinct options besides "I do not know", counted up to five (its
+    chain's first four and a context option named unlike them: enough to decide three or
+    more), without ranking them."""
+    per_chain = by_chain.groupBy("chain_id").agg(F.count("*").alias("chain_options"))
+    new_context = (context.join(by_chain.select("chain_id", "name"), ["chain_id", "name"], "left_anti")
+                   .select("candidate_id").distinct().withColumn("context_options", F.lit(1)))
+    return (candidates.select("candidate_id", "chain_id").join(per_chain, "chain_id", "left")
+            .join(new_context, "candidate_id", "left")
+            .select("candidate_id", (F.coalesce("chain_options", F.lit(0))
+                                     + F.coalesce("context_options", F.lit(0))).alias("options_found")))
+
+
+def _distractors(chosen: DataFrame, by_chain: DataFrame, context: DataFrame, seed: int) -> DataFrame:
+    """Per chosen candidate (``candidate_id``), the three options other than "I do not know",
+    in order of priority: near miss, context, same-relation substitutes, same-type entities
+    (dates: the answer moved by whole steps of its precision)."""
+    options = (chosen.select("candidate_id", "chain_id").join(by_chain, "chain_id")
+               .unionByName(context.join(chosen.select("candidate_id"), "candidate_id", "left_semi")))
+    return (_first_by_name(options, "candidate_id", seed, 3)
+            .groupBy("candidate_id").agg(F.sort_array(F.collect_list(F.struct("rank", "option", "role")))
+                                         .alias("distractors")))
 
 
 def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], spec: HoaxSpec,
@@ -242,22 +297,8 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
                   .join(ambiguous.select(F.col("id").alias("subject_id"), F.lit(True).alias("subject_ambiguous")),
                         "subject_id", "left")
                   .join(ambiguous.select(F.col("id").alias("premise_object"), F.lit(True).alias("object_ambiguous")),
-                        "premise_object", "left")).localCheckpoint()
-    options = _distractors(candidates.where(F.col("premise_object").isNotNull() & F.col("answer_text").isNotNull()),
-                           facts, labels, seed, attempts)
-    excluded = F.array(normalized(F.col("subject_label")), normalized(F.col("bridge_label")),
-                       normalized(F.lit(IDK)))
-    options = (options.join(candidates.select("candidate_id", "subject_label", "bridge_label"), "candidate_id")
-               .where(F.col("option").isNotNull() & ~F.array_contains(excluded, normalized(F.col("option"))))
-               .withColumn("name", normalized(F.col("option"))))
-    first_by_name = Window.partitionBy("candidate_id", "name").orderBy("priority", _hash(F.col("option"), seed))
-    ranked = Window.partitionBy("candidate_id").orderBy("priority", _hash(F.col("option"), seed))
-    options = (options.withColumn("copy", F.row_number().over(first_by_name)).where("copy = 1")
-               .withColumn("rank", F.row_number().over(ranked)).where("rank <= 3")
-               .groupBy("candidate_id").agg(F.sort_array(F.collect_list(F.struct("rank", "option", "role")))
-                                            .alias("distractors")))
-    candidates = candidates.join(options, "candidate_id", "left")
-    reason = (
+                        "premise_object", "left"))
+    checks = (
         F.when(F.col("subject_label").isNull(), F.lit("subject has no label"))
         .when(F.col("bridge_label").isNull(), F.lit("bridge entity has no label"))
         .when(F.col("answer_text").isNull(), F.lit("answer has no label"))
@@ -270,14 +311,26 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
         .when(F.col("subject_ambiguous").isNotNull(), F.lit("subject's name is ambiguous"))
         .when(F.col("object_ambiguous").isNotNull(), F.lit("premise object's name is ambiguous"))
         .when(contains_words(F.col("question"), F.col("answer_text")), F.lit("question names its near miss"))
-        .when(F.coalesce(F.size("distractors"), F.lit(0)) < 3, F.lit("fewer than three distractors"))
+    )
+    candidates = candidates.withColumn("reason", checks).localCheckpoint()
+    # Options only for the candidates every other check passed, searched once per chain (the
+    # costly part), counted per candidate, and ranked only for the chosen ones.
+    passing = candidates.where(F.col("reason").isNull())
+    by_chain = _chain_options(passing.select(*CHAIN_COLUMNS).dropDuplicates(["chain_id"]), facts, labels,
+                              seed, attempts).localCheckpoint()
+    context = _context_options(passing, facts, labels).localCheckpoint()
+    candidates = candidates.join(_option_counts(passing, by_chain, context), "candidate_id", "left")
+    reason = (
+        F.when(F.col("reason").isNotNull(), F.col("reason"))
+        .when(F.coalesce(F.col("options_found"), F.lit(0)) < 3, F.lit("fewer than three distractors"))
         .otherwise(F.lit(KEPT))
     )
     candidates = candidates.withColumn("reason", reason).localCheckpoint()
     # One question per chain: among its kept premises, the first in seeded order.
     per_chain = Window.partitionBy("chain_id").orderBy(_hash(F.col("candidate_id"), seed))
     kept = candidates.where(F.col("reason") == KEPT).withColumn("pick", F.row_number().over(per_chain))
-    chosen = kept.where("pick = 1").drop("pick")
+    chosen = kept.where("pick = 1").drop("pick").localCheckpoint()
+    chosen = chosen.join(_distractors(chosen, by_chain, context, seed), "candidate_id", "left")
     passed_over = kept.where("pick > 1").select("candidate_id").withColumn("passed_over", F.lit(True))
     candidates = candidates.join(passed_over, "candidate_id", "left").withColumn(
         "reason", F.when(F.col("passed_over").isNotNull(), F.lit("another premise chosen for the chain"))

@@ -39,6 +39,8 @@ from misbench.llm import Generation, LLMBackend, Messages, SamplingParams, load_
 from misbench.workers import settings_key
 
 log = logging.getLogger(__name__)
+# Set by a command that starts engines; its tasks' engines record it as their owner.
+OWNER_VARIABLE = "MISBENCH_ENGINE_OWNER"
 
 
 class EngineDied(RuntimeError):
@@ -257,9 +259,6 @@ def stop_engine(info_path: Path, wait_s: float = 60.0) -> None:
             os.kill(pid, signal.SIGKILL)
     info_path.unlink(missing_ok=True)
     info_path.with_suffix(".sock").unlink(missing_ok=True)
-
-
-OWNER_VARIABLE = "MISBENCH_ENGINE_OWNER"
 
 
 def claim_engines() -> str:

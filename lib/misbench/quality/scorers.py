@@ -135,12 +135,16 @@ class LLMJudge(EntailmentScorer):
         from misbench.llm import worker_backend
 
         judge = settings["entailment"]["llm_judge"]
-        self.llm = settings["judge_llm"]
-        self.engine = worker_backend(self.llm)
+        self.engine = worker_backend(settings["judge_llm"])
         self.model = self.engine.model
-        self.load_id = self.engine.load_id
         self.prompt = settings["judge_prompt"]
         self.window_words = int(judge["window_words"])
+
+    @property
+    def load_id(self) -> str:
+        # The engine's: an engine process restarted under the client (misbench.llm.engine_server)
+        # has another.
+        return self.engine.load_id
 
     def window_size(self, hypothesis):
         return self.window_words, lambda sentence: len(sentence.split())
@@ -148,11 +152,6 @@ class LLMJudge(EntailmentScorer):
     def score_pairs(self, premises, hypotheses):
         prompts = [self.prompt.messages({"text": premise, "statement": hypothesis})
                    for premise, hypothesis in zip(premises, hypotheses)]
-        from misbench.llm import worker_backend
-
-        # Asked anew each time: the engine process may have been restarted since the last call.
-        self.engine = worker_backend(self.llm)
-        self.load_id = self.engine.load_id
         return [yes_probability(yes, no) for yes, no in self.engine.option_logprobs_many(prompts, ["Yes", "No"])]
 
 
