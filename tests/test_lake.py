@@ -3,7 +3,9 @@ delta-rs under local Spark, and Spark-native Delta through a Spark Connect serve
 import os
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
+from pyspark.sql import functions as F
 from deltalake import DeltaTable
 
 from misbench.lake import DeltaRsLake, SparkDeltaLake
@@ -169,3 +171,40 @@ def test_bad_names_modes_and_missing_tables_are_clear_errors(lake, spark):
         lake.write(df, "t", partition_by=["p"], replace_partitions={"k": "1"})
     with pytest.raises(KeyError, match="does not exist"):
         lake.read("missing")
+
+
+def _data_files(lake, name):
+    return pa.table(DeltaTable(lake.location(name)).get_add_actions(flatten=True)).to_pydict()
+
+
+def test_unsorted_rows_over_many_partitions_write_one_file_per_task_and_value(lake, spark):
+    # 100 partition values, more than a task keeps open, in rows that arrive unsorted over
+    # three Arrow batches per task: without grouping them first a task would close and reopen
+    # a file per value and batch.
+    batch = int(spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch"))
+    total = 2 * 3 * min(batch, 20_000)
+    df = spark.range(total, numPartitions=2).selectExpr("id AS k", "CAST(id * 7919 % 100 AS INT) AS p")
+    lake.write(df, "t", partition_by=["p"])
+    files = _data_files(lake, "t")
+    assert len(files["path"]) <= 2 * 100
+    assert sum(files["num_records"]) == total
+    assert lake.read("t").groupBy("p").count().count() == 100
+
+
+def test_rows_sorted_by_partition_and_key_keep_their_key_order_in_each_file(lake, spark):
+    # Written as triples are: by partition, then by key, so that file statistics on the key
+    # let readers skip files. Sorting again by the partition alone would lose the key order.
+    df = spark.range(5_000, numPartitions=2).selectExpr(
+        "CAST(id % 3 AS INT) AS p", "CAST((id * 7919) % 5000 AS BIGINT) AS k"
+    )
+    lake.write(df.repartition(2, "p").sortWithinPartitions("p", "k"), "t", partition_by=["p"])
+
+    for path in _data_files(lake, "t")["path"]:
+        keys = pq.read_table(os.path.join(lake.location("t"), path)).column("k").to_pylist()
+        assert keys == sorted(keys)
+    # The same through an alias of the sorted column: still known sorted, not sorted again.
+    aliased = df.repartition(2, "p").sortWithinPartitions("p", "k").withColumn("q", F.col("p"))
+    lake.write(aliased, "u", partition_by=["q"])
+    for path in _data_files(lake, "u")["path"]:
+        keys = pq.read_table(os.path.join(lake.location("u"), path)).column("k").to_pylist()
+        assert keys == sorted(keys)

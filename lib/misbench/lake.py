@@ -283,6 +283,11 @@ class DeltaRsLake(Lake):
         _drop_folder(self, name)
 
     def write(self, df, name, mode="overwrite", partition_by=(), replace_partitions=None):
+        if partition_by and not _ordered_by(df, list(partition_by)):
+            # As Spark's own file writer does: each task's rows grouped by partition value, so
+            # a task writes one file per value however many values it holds (unsorted rows
+            # over more values than the writer keeps open would close and reopen files).
+            df = df.sortWithinPartitions(*partition_by)
         self._write_files(df, None, df.schema, name, mode, partition_by, replace_partitions)
 
     def write_batches(self, source, produce, schema, name, mode="overwrite", partition_by=()):
@@ -398,6 +403,40 @@ def _relaxed(schema: pa.Schema) -> pa.Schema:
     return pa.schema([_relaxed_field(f) for f in schema], metadata=schema.metadata)
 
 
+def _ordered_by(df, columns: list[str]) -> bool:
+    """Whether each task's rows of ``df`` already arrive sorted by ``columns`` (in any order of
+    them), as the plan's output ordering says. Asked rather than sorted again: Spark drops an
+    inner sortWithinPartitions under an outer one, so sorting rows already sorted by
+    (partition, key) by the partition alone would lose the key order a table was written for."""
+    try:
+        plan = df._jdf.queryExecution().optimizedPlan()
+        output = plan.outputSet()
+        ordering = plan.outputOrdering()
+        leading = []
+        for i in range(min(ordering.size(), len(columns))):
+            order = ordering.apply(i)
+            # The sort key or a column known equal to it (an alias of it), of this output.
+            names = set()
+            candidates = [order.child()] + list(_scala_iterable(order.sameOrderExpressions()))
+            for expression in candidates:
+                if expression.getClass().getSimpleName() == "AttributeReference" and output.contains(expression):
+                    names.add(expression.name().lower())
+            leading.append(names)
+    except Exception as error:  # a plan that cannot be asked (Spark Connect): sort to be safe
+        log.warning("cannot read the plan's ordering (%s); sorting by %s before writing", error, columns)
+        return False
+    wanted = {c.lower() for c in columns}
+    return len(leading) == len(columns) and all(names & wanted for names in leading) and (
+        wanted <= set().union(*leading)
+    )
+
+
+def _scala_iterable(sequence):
+    iterator = sequence.iterator()
+    while iterator.hasNext():
+        yield iterator.next()
+
+
 def _parquet_file_writer(table_uri: str, partition_by: list[str], arrow_schema: pa.Schema):
     """A mapInArrow function: write each task's rows as Parquet files under ``table_uri``
     (Hive-style partition folders) and yield one Delta add action per file."""
@@ -451,7 +490,10 @@ def _parquet_file_writer(table_uri: str, partition_by: list[str], arrow_schema: 
 
 
 # Files one write task keeps open at once (one per partition value): bounded file handles
-# however many partitions a table has.
+# however many partitions a table has. write() hands the writer rows grouped by partition
+# value, so a file once closed never reopens (but for a new file every 2M rows);
+# write_batches() cannot (its partition columns are made by ``produce`` in the task), so
+# partition its output by few values only.
 _MAX_OPEN_FILES = 32
 _ADD_ACTION_ARROW = pa.schema(
     [
