@@ -208,3 +208,13 @@ def test_rows_sorted_by_partition_and_key_keep_their_key_order_in_each_file(lake
     for path in _data_files(lake, "u")["path"]:
         keys = pq.read_table(os.path.join(lake.location("u"), path)).column("k").to_pylist()
         assert keys == sorted(keys)
+
+
+def test_compaction_merges_small_files_into_one_version_with_the_same_rows(lake, spark):
+    for k in range(6):  # as a pass commits: an append per chunk
+        lake.write(spark.createDataFrame([(k, "v", "x")], SCHEMA), "t", mode="append")
+    before = lake.version("t")
+    assert len(DeltaTable(lake.location("t")).file_uris()) == 6
+    lake.compact("t")
+    assert len(DeltaTable(lake.location("t")).file_uris()) == 1 and lake.version("t") == before + 1
+    assert rows(lake, "t") == [(k, "v", "x") for k in range(6)]

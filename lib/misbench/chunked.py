@@ -227,5 +227,7 @@ def run_chunks(
     if lake.exists(replace_table):
         lake.upsert(lake.read(replace_table), target, [key])
         lake.drop(replace_table)
+    if chunks > 1:
+        lake.compact(target)  # a file per chunk: merged before analysts read the table
     lake.drop(chunk_table)
     lake.drop(work_table)

@@ -116,6 +116,12 @@ class Lake(ABC):
         """Insert rows of ``df`` whose key is new, replace rows whose key exists."""
 
     @abstractmethod
+    def compact(self, name: str) -> None:
+        """Rewrite the table's small files into fewer large ones: a new version with the same
+        rows. Passes that commit chunk by chunk leave a file per chunk; readers then open
+        thousands of files and replay a long log."""
+
+    @abstractmethod
     def version(self, name: str) -> int | None: ...
 
     @abstractmethod
@@ -354,6 +360,11 @@ class DeltaRsLake(Lake):
         table.create_write_transaction(
             actions, mode, delta_schema, partition_by=partition_by or None, partition_filters=filters
         )
+
+    def compact(self, name):
+        # delta-rs bins files under its target size (100 MB) and rewrites each bin as one file;
+        # files already that large are left alone, so compacting after every pass stays cheap.
+        self._table(name).optimize.compact()
 
     def upsert(self, df, name, keys):
         if not keys:
@@ -694,6 +705,10 @@ class SparkDeltaLake(Lake):
             writer.saveAsTable(self.location(name).replace("`", ""))
         else:
             writer.save(self.location(name))
+
+    def compact(self, name):
+        # Delta's OPTIMIZE (Databricks, delta-spark): distributed over the cluster.
+        self.spark.sql(f"OPTIMIZE {self._sql_target(name)}")
 
     def upsert(self, df, name, keys):
         if not keys:
