@@ -362,8 +362,9 @@ class DeltaRsLake(Lake):
         )
 
     def compact(self, name):
-        # delta-rs bins files under its target size (100 MB) and rewrites each bin as one file;
-        # files already that large are left alone, so compacting after every pass stays cheap.
+        # delta-rs bins files under its target size (100 MB) and rewrites each bin as one file
+        # (on the driver). Compacted files come out under that size, so they are rewritten
+        # again with the next pass's files: a target costs at most ~100 MB of rewrite per pass.
         self._table(name).optimize.compact()
 
     def upsert(self, df, name, keys):
@@ -707,7 +708,8 @@ class SparkDeltaLake(Lake):
             writer.save(self.location(name))
 
     def compact(self, name):
-        # Delta's OPTIMIZE (Databricks, delta-spark): distributed over the cluster.
+        # Delta's OPTIMIZE (Databricks, delta-spark), run by the cluster. Unity Catalog's
+        # predictive optimisation may do it too; a second OPTIMIZE finds little to do.
         self.spark.sql(f"OPTIMIZE {self._sql_target(name)}")
 
     def upsert(self, df, name, keys):
