@@ -97,6 +97,26 @@ def test_the_pipeline_has_a_task_per_stage_with_dependencies_in_stage_order():
     assert reached == set(tasks)
 
 
+def test_gpu_tasks_run_one_after_another():
+    # Two model tasks at once on the GPU cluster would load two engines on the same GPUs.
+    tasks = {task["task_key"]: task for task in PIPELINE["tasks"]}
+
+    def ancestors(key):
+        found, frontier = set(), [key]
+        while frontier:
+            for dependency in tasks[frontier.pop()].get("depends_on", []):
+                if dependency["task_key"] not in found:
+                    found.add(dependency["task_key"])
+                    frontier.append(dependency["task_key"])
+        return found
+
+    gpu = sorted(k for k, t in tasks.items() if t.get("job_cluster_key") == "gpu")
+    assert len(gpu) >= 4
+    for i, first in enumerate(gpu):
+        for second in gpu[i + 1:]:
+            assert first in ancestors(second) or second in ancestors(first), (first, second)
+
+
 def test_every_variable_and_job_parameter_used_is_declared():
     text = "\n".join(path.read_text() for path in [PROJECT / "databricks.yml", *FILES])
     declared = set(ROOT["variables"])
