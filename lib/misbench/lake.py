@@ -437,10 +437,10 @@ def _ordered_by(df, columns: list[str]) -> bool:
     except Exception as error:  # a plan that cannot be asked (Spark Connect): sort to be safe
         log.warning("cannot read the plan's ordering (%s); sorting by %s before writing", error, columns)
         return False
+    # Each leading sort key one of the columns, and together all of them.
     wanted = {c.lower() for c in columns}
-    return len(leading) == len(columns) and all(names & wanted for names in leading) and (
-        wanted <= set().union(*leading)
-    )
+    matched = [names & wanted for names in leading]
+    return len(matched) == len(columns) and all(matched) and set().union(*matched) == wanted
 
 
 def _scala_iterable(sequence):

@@ -78,7 +78,7 @@ def _mapping(mapping: dict[str, str], key: Column, default: Column | None = None
 def chains(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame]) -> DataFrame:
     """subject --first--> bridge --second--> answer where both hops are the only current value
     of their (subject, property); the answer an entity or a date."""
-    unique = facts.where((F.col("resolution") == KEPT) & F.col("single"))
+    unique = _only_values(facts)
     relations, bridges = frames["relations"], frames["bridges"]
     first = unique.where(F.col("object_id").isNotNull()).join(
         F.broadcast(bridges.withColumnRenamed("relation", "property")), "property").select(
@@ -160,6 +160,21 @@ def _ambiguous_ids(labels: DataFrame) -> DataFrame:
             .where("holders > 1").select("id").distinct())
 
 
+def _only_values(facts: DataFrame) -> DataFrame:
+    """Statements that are the only current value of their (subject, property)."""
+    return facts.where((F.col("resolution") == KEPT) & F.col("single"))
+
+
+def _usable(options: DataFrame) -> DataFrame:
+    """Options with a name (``name``, normalized) unlike the subject's, the bridge's and
+    "I do not know"'s: an option must not give the question away or repeat the fallback."""
+    name = normalized(F.col("option"))
+    return (options.where(F.col("option").isNotNull()
+                          & ~name.isin(normalized(F.col("subject_label")), normalized(F.col("bridge_label")),
+                                       normalized(F.lit(IDK))))
+            .withColumn("name", name))
+
+
 def _first_by_name(options: DataFrame, key: str, seed: int, wanted: int) -> DataFrame:
     """Per ``key``, the first ``wanted`` options by priority (ties in seeded order) with
     pairwise different names: one option per name, the one of highest priority."""
@@ -203,10 +218,7 @@ def _chain_options(chain_rows: DataFrame, facts: DataFrame, labels: DataFrame, s
                               F.col("answer_precision")).alias("option"),
         F.lit("distractor").alias("role"), (F.lit(2) + F.abs(F.col("steps")) / 10).alias("priority"))
     options = near.unionByName(same_relation).unionByName(same_type).unionByName(dates)
-    excluded = F.array(normalized(F.col("subject_label")), normalized(F.col("bridge_label")), normalized(F.lit(IDK)))
-    options = (options.join(chain_rows.select("chain_id", "subject_label", "bridge_label"), "chain_id")
-               .where(F.col("option").isNotNull() & ~F.array_contains(excluded, normalized(F.col("option"))))
-               .withColumn("name", normalized(F.col("option"))))
+    options = _usable(options.join(chain_rows.select("chain_id", "subject_label", "bridge_label"), "chain_id"))
     # Three would do (a context option named like one of them takes its slot); one spare.
     return _first_by_name(options, "chain_id", seed, 4).select("chain_id", "option", "role", "priority", "name")
 
@@ -218,16 +230,13 @@ CHAIN_COLUMNS = ("chain_id", "subject_id", "bridge_id", "second", "answer_id", "
 def _context_options(candidates: DataFrame, facts: DataFrame, labels: DataFrame) -> DataFrame:
     """Per candidate, the context option: the answer the question would have if the premise's
     object were the bridge (entity answers only)."""
-    unique = facts.where((F.col("resolution") == KEPT) & F.col("single"))
+    unique = _only_values(facts)
     return (candidates.where(~F.col("is_date"))
             .join(unique.select(F.col("subject_id").alias("premise_object"), F.col("property").alias("second"),
                                 F.col("object_id").alias("context_id")), ["premise_object", "second"])
             .where(F.col("context_id") != F.col("answer_id"))
             .join(labels.select(F.col("id").alias("context_id"), F.col("label").alias("option")), "context_id")
-            .where(F.col("option").isNotNull())
-            .withColumn("name", normalized(F.col("option")))
-            .where(~F.col("name").isin(normalized(F.col("subject_label")), normalized(F.col("bridge_label")),
-                                       normalized(F.lit(IDK))))
+            .transform(_usable)
             .select("candidate_id", "chain_id", "option", F.lit("context").alias("role"),
                     F.lit(1.0).alias("priority"), "name"))
 
@@ -357,7 +366,7 @@ def _labels(rows: DataFrame, facts: DataFrame, labels: DataFrame, spec: HoaxSpec
     category = F.coalesce(_mapping(spec.categories_by_relation, F.col("second")),
                           _mapping(spec.categories_by_topic, F.col("second_topic")), F.lit(spec.default_category))
     # Country: the subject (or the bridge) when it is one, else its first country relation.
-    unique = facts.where((F.col("resolution") == KEPT) & F.col("single") & F.col("property").isin(spec.country_relations))
+    unique = _only_values(facts).where(F.col("property").isin(spec.country_relations))
     order = F.array_position(F.array(*[F.lit(p) for p in spec.country_relations]), F.col("property"))
     first_country = Window.partitionBy("subject_id").orderBy(order)
     countries = (unique.withColumn("n", F.row_number().over(first_country)).where("n = 1")
