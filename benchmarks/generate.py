@@ -74,7 +74,9 @@ def main() -> None:
                       "llm.vllm.max_model_len=2048", "llm.vllm.gpu_memory_utilization=0.3",
                       "generate.tasks=1"]
         if not args.commit_rows:
-            overrides.append("generate.commit_rows=64")
+            # A chunk sized to the engine, as on GPU clusters (the bundle's gpu_commit_rows over
+            # gpu_tasks: 512 per engine): vLLM's throughput comes from many requests at once.
+            overrides.append("generate.commit_rows=512")
     cfg = load_config("local", overrides)
     spark = get_spark(cfg)
     lake = open_lake(spark, cfg)
@@ -99,6 +101,7 @@ def main() -> None:
         print(f"    engine process: {info['requests']} requests (the LLM judge's included) in "
               f"{info['calls']} engine calls, loaded in {info['load_s']:.1f} s")
         stop_engines(cfg.get("llm"))
+    spark_lengths = [r.tokens_out for r in produced.select("tokens_out").collect()]
     print(f"(a) misbench generate via Spark: {report.generated} texts, {spark_tokens} tokens in "
           f"{spark_s:.1f} s = {spark_tokens / spark_s:.1f} tokens/s; model loads {len(loads)} "
           f"in {len(workers)} process(es) for {slots} engine slot(s)")
@@ -123,6 +126,7 @@ def main() -> None:
     started = time.perf_counter()
     engine = load_backend(standalone_llm)
     tokens = count = 0
+    lengths = []
     for params, prompts in batches:
         if args.backend == "llama_cpp":
             results = [engine.generate([p], params)[0] for p in prompts]  # a plain loop
@@ -130,14 +134,23 @@ def main() -> None:
             results = engine.generate(prompts, params)  # vLLM's own batching
         tokens += sum(r.tokens_out for r in results)
         count += len(results)
+        lengths += [r.tokens_out for r in results]
     standalone_s = time.perf_counter() - started
     print(f"(b) standalone {args.backend}: {count} texts, {tokens} tokens in {standalone_s:.1f} s = "
           f"{tokens / standalone_s:.1f} tokens/s (load included)")
     shutil.rmtree(lake_root, ignore_errors=True)
+    # Both sides should write texts of the same length: a side whose texts stop early is fast
+    # for the wrong reason.
+    print(f"tokens per text, min / median / max: via Spark {_spread(spark_lengths)}; standalone {_spread(lengths)}")
     print(f"model_loads_per_engine_slot {len(loads) / slots:.2f}")
     print(f"model_loads_per_worker {len(loads) / max(1, len(workers)):.2f}")
     print(f"engine_busy_share {busy_s / (spark_s * slots):.3f}")
     print(f"generate_vs_standalone {(spark_tokens / spark_s) / (tokens / standalone_s):.3f}")
+
+
+def _spread(values: list[int]) -> str:
+    values = sorted(values)
+    return f"{values[0]} / {values[len(values) // 2]} / {values[-1]}" if values else "-"
 
 
 if __name__ == "__main__":

@@ -33,6 +33,8 @@ _WORKER_DIED = re.compile(
 _FATAL = re.compile(r"Fatal Python error: ([^\n]+)")
 _KILLED_BY = re.compile(r"killed by signal (SIG[A-Z]+)")
 _EXIT_CODE = re.compile(r"exit(?:ed)? (?:code|status)[ :=]+(-?\d+)", re.IGNORECASE)
+# The last line of the traceback an engine process logs when its engine failed inside and it exits.
+_BROKEN = re.compile(r"EngineBroken: ([^\n]+)")
 
 
 class WorkerCrashed(RuntimeError):
@@ -56,6 +58,9 @@ def worker_crash_cause(error: BaseException) -> str | None:
     text = str(error)
     if not _WORKER_DIED.search(text) and "EngineDied" not in text:
         return None
+    broken = _BROKEN.findall(text)
+    if broken:
+        return f"the engine failed inside: {broken[-1].strip()}"
     fatal = _FATAL.search(text)
     if fatal:
         return f"Fatal Python error: {fatal.group(1).strip()}"

@@ -1,15 +1,17 @@
 """One engine process per GPU (per machine on CPU), with the smallest shipped model: every client
 shares it, concurrent batches run as one engine call, a dead engine fails its callers with a
 clear error and the next client starts a new one, another model replaces it, an idle one exits."""
+import multiprocessing
 import os
 import signal
 import threading
 import time
+from dataclasses import asdict
 
 import pytest
 
 from misbench.config import load_config
-from misbench.llm import SamplingParams, worker_backend
+from misbench.llm import EngineBroken, SamplingParams, worker_backend
 from misbench.llm.engine_server import EngineClient, EngineDied, _alive, stop_engines
 
 MODEL = "qwen2.5-coder-0.5b-instruct-q4km"
@@ -32,8 +34,11 @@ def llm(tmp_path):
     stop_engines(llm)
 
 
-def test_clients_share_one_engine_and_concurrent_batches_run_together(llm):
+def test_clients_share_one_engine_and_concurrent_batches_run_together(llm, monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # as PySpark sets it for a task of one core
     first = worker_backend(llm)
+    # the engine serves every task of the machine: it does not inherit one task's share
+    assert b"OMP_NUM_THREADS=" not in open(f"/proc/{first.pid}/environ", "rb").read()
     assert isinstance(first, EngineClient) and first.slot == "cpu"
     assert first.load_id.startswith(f"{first.pid}-") and first.pid != os.getpid()
     results, errors = {}, []
@@ -99,3 +104,28 @@ def test_another_model_replaces_the_engine_and_an_idle_engine_exits(tmp_path):
         assert not (tmp_path / "cpu.json").exists(), "the idle engine did not exit"
     finally:
         stop_engines(settings(tmp_path))
+
+
+def _run_failing_batch(error: Exception) -> None:
+    from misbench.llm.engine_server import _Job, _run_batch
+
+    class Failing:  # an engine that fails as a GPU engine can (no such failure runs here)
+        def generate(self, prompts, params):
+            raise error
+
+    job = _Job(("generate", [ask("Say yes.")], asdict(SHORT)))
+    _run_batch(Failing(), [job])
+    os._exit(0 if job.reply[0] == "error" else 1)  # replied: the engine process goes on
+
+
+@pytest.mark.parametrize("error, exit_code", [(EngineBroken("inside the engine"), 3), (RuntimeError("one call"), 0)])
+def test_an_engine_that_broke_ends_its_process_and_a_failed_call_does_not(error, exit_code):
+    # Ending the process is what turns a broken engine into EngineDied for its callers, a retry
+    # by Spark and a new engine (the killed-engine test above); a call's own error is replied.
+    process = multiprocessing.get_context("fork").Process(target=_run_failing_batch, args=(error,))
+    process.start()
+    try:
+        process.join(timeout=60)
+        assert process.exitcode == exit_code
+    finally:
+        process.kill()

@@ -291,7 +291,7 @@ def answer_batches(llm_settings: dict, mode: str, sampling: dict, run_id: str, f
     reply that starts with none of the letters) is answered by a generated reply read with
     the strict parse instead; its ``option_logprobs`` stay empty and ``raw_answer`` holds the
     reply."""
-    from misbench.llm import SamplingParams, worker_backend
+    from misbench.llm import EngineBroken, SamplingParams, worker_backend
     from misbench.llm.engine_server import EngineDied
 
     params = SamplingParams(**sampling)
@@ -316,7 +316,7 @@ def answer_batches(llm_settings: dict, mode: str, sampling: dict, run_id: str, f
                     try:
                         scores = backend.option_logprobs_many([prompts[i] for i in indexes], list(group_letters))
                         error = None
-                    except EngineDied:
+                    except (EngineDied, EngineBroken):
                         raise  # the task fails and Spark retries it on a new engine
                     except Exception as exc:  # noqa: BLE001 - recorded on the rows, retried next run
                         scores, error = [None] * len(indexes), f"{type(exc).__name__}: {exc}"[:500]

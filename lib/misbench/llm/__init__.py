@@ -42,6 +42,11 @@ class SamplingParams:
         return json.dumps(asdict(self), sort_keys=True)
 
 
+class EngineBroken(RuntimeError):
+    """The engine itself failed (not one request) and cannot serve more: whoever holds it must
+    let it go, so the task fails, Spark retries it and the retry loads a fresh engine."""
+
+
 @dataclass
 class Generation:
     text: str | None
@@ -77,6 +82,9 @@ class LLMBackend(ABC):
         """``option_logprobs`` for many prompts; backends that batch (vLLM) or run requests
         concurrently (HTTP) override it, so a judge pass is not one round trip per text."""
         return [self.option_logprobs(prompt, options) for prompt in prompts]
+
+    def close(self) -> None:
+        """Let go of the engine's memory (called before a broken engine is replaced)."""
 
 
 def scores_from_top(candidates, options: Sequence[str]) -> list[float]:

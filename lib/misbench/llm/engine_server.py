@@ -35,7 +35,7 @@ from multiprocessing.connection import Client, Listener
 from pathlib import Path
 from typing import Sequence
 
-from misbench.llm import Generation, LLMBackend, Messages, SamplingParams, load_backend
+from misbench.llm import EngineBroken, Generation, LLMBackend, Messages, SamplingParams, load_backend
 from misbench.workers import settings_key
 
 log = logging.getLogger(__name__)
@@ -163,6 +163,11 @@ class EngineClient(LLMBackend):
             env["PYTHONPATH"] = os.pathsep.join(path for path in sys.path if path)
             if self.gpus:
                 env["CUDA_VISIBLE_DEVICES"] = ",".join(self.gpus)
+            # PySpark gives its Python workers OMP_NUM_THREADS = the task's cores; the engine
+            # serves every task of its slot (vLLM on CPU ran on one thread of two with it).
+            env.pop("OMP_NUM_THREADS", None)
+            if server.get("omp_threads"):
+                env["OMP_NUM_THREADS"] = str(int(server["omp_threads"]))
             with open(log_path, "ab") as log_file:
                 process = subprocess.Popen(
                     [sys.executable, "-m", "misbench.llm.engine_server", "--slot", self.slot,
@@ -326,6 +331,12 @@ def _run_batch(engine: LLMBackend, jobs: list[_Job]) -> None:
             results = engine.generate(prompts, SamplingParams(**jobs[0].request[2]))
         else:
             results = engine.option_logprobs_many(prompts, jobs[0].request[2])
+    except EngineBroken:
+        # The engine cannot serve more: exit as a crash does. The waiting tasks raise
+        # EngineDied with this log's tail, Spark retries them and the retry starts a new engine.
+        log.exception("the engine failed; exiting")
+        logging.shutdown()
+        os._exit(3)
     except Exception as error:  # noqa: BLE001 - every waiting task hears of it
         for job in jobs:
             job.reply = ("error", f"{type(error).__name__}: {error}"[:2000])

@@ -146,6 +146,12 @@ class LLMJudge(EntailmentScorer):
         # has another.
         return self.engine.load_id
 
+    @property
+    def broken(self) -> bool:
+        # Its engine failed inside (misbench.llm.EngineBroken): the worker then builds the judge
+        # again (misbench.workers.worker_cached), and with it a fresh engine.
+        return bool(getattr(self.engine, "broken", False))
+
     def window_size(self, hypothesis):
         return self.window_words, lambda sentence: len(sentence.split())
 
