@@ -5,11 +5,14 @@ so the path is exercised without a GPU (``benchmarks/generate.py --backend vllm`
 """
 from __future__ import annotations
 
+import logging
 import time
 from typing import Sequence
 
 from misbench.llm import (EngineBroken, Generation, LLMBackend, Messages, SamplingParams, scores_from_top,
                           split_reply_start)
+
+log = logging.getLogger(__name__)
 
 
 def _request_errors() -> tuple:
@@ -42,10 +45,7 @@ class VllmBackend(LLMBackend):
         # records was not applied).
         self.per_request_seed = not current_platform.is_cpu()
         if not self.per_request_seed:
-            import logging
-
-            logging.getLogger(__name__).warning(
-                "vLLM on CPU: per-request seeds are not applied (CPU generators cannot be rewound)")
+            log.warning("vLLM on CPU: per-request seeds are not applied (CPU generators cannot be rewound)")
         self.broken = False
         super().__init__(str(config.get("served_name") or config["model"]))
         options = {
