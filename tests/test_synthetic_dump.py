@@ -13,10 +13,10 @@ from pyspark.sql import functions as F
 
 from misbench.claims.job import run_claims
 from misbench.hoax.job import run_hoax
-from misbench.hoax.stage import options_problems
+from misbench.hoax.stage import NOT_TRIED, options_problems
 from misbench.ingest.job import run_ingest
 from misbench.lake import DeltaRsLake
-from tests.conftest import PROJECT
+from tests.conftest import PROJECT, copy_lake
 
 ENTITIES = 1600  # about the smallest the generator makes: every kind of entity, a few minutes of Spark
 SEED = 3
@@ -115,3 +115,22 @@ def test_hoax_questions_of_every_reasoning_type(synthetic):
     assert len({q.premise_property for q in questions}) >= 10
     assert max(report.idk_positions.values()) - min(report.idk_positions.values()) <= \
         len({(q.reasoning_type, q.asked_property) for q in questions})
+
+
+def test_premises_tried_per_chain_bounds_the_checks_and_counts_the_rest(spark, cfg, synthetic, tmp_path):
+    """A chain yields one question, so only its first premises in seeded order are checked
+    against the graph. With one tried per chain none is passed over, the others are counted
+    as not tried, and every question is one the default run (three tried) asks too."""
+    _, _, lake, reports = synthetic
+    bridge = "source = 'wikidata' AND pattern = 'bridge'"
+    default = {r.question_id for r in lake.read("hoax_questions").where("source = 'wikidata'").collect()}
+    default_stats = {r.reason: r.candidates for r in lake.read("hoax_stats").where(bridge).collect()}
+    assert default_stats[NOT_TRIED] > 0 and default_stats["another premise chosen for the chain"] > 0
+    root = tmp_path / "lake"
+    one = copy_lake(spark, lake.location("hoax_questions").rsplit("/", 1)[0], root)
+    capped = run_hoax(spark, one, cfg.with_overrides([f"lake.root={root}", "hoax.premises_tried_per_chain=1"]))
+    stats = {r.reason: r.candidates for r in one.read("hoax_stats").where(bridge).collect()}
+    assert sum(stats.values()) == sum(default_stats.values())  # every candidate counted, once
+    assert stats.get("another premise chosen for the chain", 0) == 0 and stats[NOT_TRIED] > default_stats[NOT_TRIED]
+    asked = {r.question_id for r in one.read("hoax_questions").where("source = 'wikidata'").collect()}
+    assert asked <= default and 0.9 * len(default) < capped.questions == len(asked)

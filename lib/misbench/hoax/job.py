@@ -111,7 +111,8 @@ def run_hoax(spark: SparkSession, lake: Lake, cfg: Config) -> HoaxReport:
     facts = resolved_facts(lake.read("triples"), spec.properties, cfg.get("claims.reference_date")).cache()
     labels = entity_labels(lake).cache()
     questions, candidates = stage.hoax_questions(facts, labels, stage.spec_frames(spark, spec), spec, seed,
-                                                 int(settings["substitute_attempts"]), SOURCE)
+                                                 int(settings["substitute_attempts"]), SOURCE,
+                                                 tried_per_chain=int(settings["premises_tried_per_chain"]))
     questions = questions.cache()
     stats = stage.hoax_stats(candidates, SOURCE)
     reworded = None

@@ -265,8 +265,49 @@ def _distractors(chosen: DataFrame, by_chain: DataFrame, context: DataFrame, see
                                          .alias("distractors")))
 
 
+NOT_TRIED = "premise not tried: enough others for the chain"
+
+
+def _early_reason() -> Column:
+    """Why a candidate fails before its premise is checked against the graph: labels, the
+    bridge's premises (``premise_reason``), a premise on a hop's relation. Null: try it."""
+    return (F.when(F.col("subject_label").isNull(), F.lit("subject has no label"))
+            .when(F.col("bridge_label").isNull(), F.lit("bridge entity has no label"))
+            .when(F.col("answer_text").isNull(), F.lit("answer has no label"))
+            .when(F.col("premise_property").isNull(), F.lit("bridge entity has no premise relation"))
+            .when(F.col("premise_property").isin(F.col("first"), F.col("second")),
+                  F.lit("premise relation is a hop's relation"))
+            .when(F.col("premise_reason").isNotNull(), F.col("premise_reason")))
+
+
+def _candidate_id() -> Column:
+    return stable_id(F.col("chain_id"), F.coalesce("premise_property", F.lit("")), F.coalesce("premise_object", F.lit("")))
+
+
+def _triage(walked: DataFrame, found: DataFrame, seed: int, tried_per_chain: int) -> tuple[DataFrame, DataFrame]:
+    """(candidate ids to try, every other candidate with its reason), on narrow rows. A chain
+    has a candidate per premise of its bridge (dozens for a country: 14 per chain on the
+    synthetic graphs) and yields one question, so only the first ``tried_per_chain`` tryable
+    ones in seeded order (the order the question is picked in) go through the checks that
+    join the graph, and the rest are counted as not tried."""
+    pairs = (walked.select("chain_id", "subject_id", "first", "bridge_id", "second", "subject_label", "bridge_label",
+                           "answer_text")
+             .join(found.select("bridge_id", "premise_property", "premise_object", "premise_reason"), "bridge_id", "left")
+             .withColumn("candidate_id", _candidate_id())
+             .withColumn("reason", _early_reason()))
+    order = Window.partitionBy("chain_id", F.col("reason").isNull()).orderBy(_hash(F.col("candidate_id"), seed))
+    pairs = pairs.withColumn("reason", F.when(
+        F.col("reason").isNull() & (F.row_number().over(order) > tried_per_chain), F.lit(NOT_TRIED))
+        .otherwise(F.col("reason"))).localCheckpoint()
+    settled = pairs.where(F.col("reason").isNotNull()).select(
+        "candidate_id", "chain_id", "subject_id", "first", "bridge_id", "second", "premise_property", "premise_object",
+        F.lit(None).cast("string").alias("question"), "reason")
+    return pairs.where(F.col("reason").isNull()).select("candidate_id"), settled
+
+
 def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], spec: HoaxSpec,
-                   seed: int, attempts: int = 16, source: str = "wikidata") -> tuple[DataFrame, DataFrame]:
+                   seed: int, attempts: int = 16, source: str = "wikidata",
+                   tried_per_chain: int = 3) -> tuple[DataFrame, DataFrame]:
     """(questions, candidates with their reason). ``facts``: claims' ``resolved_facts`` over
     ``spec.properties``; ``labels``: id, label, description, instance_of, aliases."""
     # Checkpointed where a frame feeds several branches: each would recompute the walk, and
@@ -274,16 +315,16 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
     # the driver can even print.
     walked = chains(facts, labels, frames).localCheckpoint()
     found = premises(facts, labels, frames, walked, spec, seed, attempts).localCheckpoint()
-    candidates = walked.join(found, "bridge_id", "left")
+    tried, settled = _triage(walked, found, seed, tried_per_chain)
+    candidates = (walked.join(found, "bridge_id").withColumn("candidate_id", _candidate_id())
+                  .join(tried, "candidate_id", "left_semi"))
     clause = F.when(F.array_contains(F.coalesce(F.col("bridge_types"), F.array()), "Q5"),
                     F.regexp_replace(F.col("premise_clause"), "^that ", "who ")).otherwise(F.col("premise_clause"))
     description = F.concat(fill(F.col("role"), F.col("subject_label")), F.lit(" "),
                            fill(clause, F.lit(""), F.col("premise_object_label")))
     candidates = (candidates
                   .withColumn("description", description)
-                  .withColumn("question", fill(F.col("second_question"), F.col("description")))
-                  .withColumn("candidate_id", stable_id(F.col("chain_id"), F.coalesce("premise_property", F.lit("")),
-                                                        F.coalesce("premise_object", F.lit("")))))
+                  .withColumn("question", fill(F.col("second_question"), F.col("description"))))
     # The premise must be absent from the graph in every rank and time, in both directions
     # (borders, spouses and twin towns are symmetric; substitutes already avoid the bridge's
     # values, this is the proof written down), and for every value the first hop ever had: a
@@ -307,15 +348,9 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
                         "subject_id", "left")
                   .join(ambiguous.select(F.col("id").alias("premise_object"), F.lit(True).alias("object_ambiguous")),
                         "premise_object", "left"))
+    # The early checks passed in _triage; these are the ones that join the graph.
     checks = (
-        F.when(F.col("subject_label").isNull(), F.lit("subject has no label"))
-        .when(F.col("bridge_label").isNull(), F.lit("bridge entity has no label"))
-        .when(F.col("answer_text").isNull(), F.lit("answer has no label"))
-        .when(F.col("premise_property").isNull(), F.lit("bridge entity has no premise relation"))
-        .when(F.col("premise_property").isin(F.col("first"), F.col("second")),
-              F.lit("premise relation is a hop's relation"))
-        .when(F.col("premise_reason").isNotNull(), F.col("premise_reason"))
-        .when(F.col("stated_for_bridge") == 1, F.lit("premise is stated in the graph"))
+        F.when(F.col("stated_for_bridge") == 1, F.lit("premise is stated in the graph"))
         .when(F.col("stated_for_bridge") == 0, F.lit("premise holds for another value the first hop had"))
         .when(F.col("subject_ambiguous").isNotNull(), F.lit("subject's name is ambiguous"))
         .when(F.col("object_ambiguous").isNotNull(), F.lit("premise object's name is ambiguous"))
@@ -346,7 +381,7 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
         .otherwise(F.col("reason")))
     questions = _assemble(chosen, facts, labels, spec, seed, source)
     return questions, candidates.select("candidate_id", "chain_id", "subject_id", "first", "bridge_id", "second",
-                                        "premise_property", "premise_object", "question", "reason")
+                                        "premise_property", "premise_object", "question", "reason").unionByName(settled)
 
 
 def _labels(rows: DataFrame, facts: DataFrame, labels: DataFrame, spec: HoaxSpec) -> DataFrame:
