@@ -324,12 +324,14 @@ def child(entities: int, dump: str, state_path: str, stages: list[str]) -> None:
             measure("claims", claims)
         if "hoax" in stages:
             from misbench.hoax.job import run_hoax
+            from misbench.hoax.stage import NOT_TRIED
 
             def hoax():
                 r = run_hoax(spark, lake, cfg)
                 return {"questions": r.questions, "by_reasoning": r.by_reasoning,
                         "candidates": r.questions + sum(r.rejected.values()),
-                        "passed_over": r.rejected.get("another premise chosen for the chain", 0)}
+                        "passed_over": r.rejected.get("another premise chosen for the chain", 0),
+                        "not_tried": r.rejected.get(NOT_TRIED, 0)}
             measure("hoax", hoax)
         if "bench" in stages:
             from misbench.bench.job import run_bench

@@ -118,19 +118,28 @@ def test_hoax_questions_of_every_reasoning_type(synthetic):
 
 
 def test_premises_tried_per_chain_bounds_the_checks_and_counts_the_rest(spark, cfg, synthetic, tmp_path):
-    """A chain yields one question, so only its first premises in seeded order are checked
-    against the graph. With one tried per chain none is passed over, the others are counted
-    as not tried, and every question is one the default run (three tried) asks too."""
-    _, _, lake, reports = synthetic
+    """A chain yields one question, the first of its candidates in seeded order that passes
+    every check, so only its first few are checked against the graph. One tried: none is
+    passed over; all tried: none is left untried; every run counts every candidate once, and
+    a question at a smaller bound is the same question (text and options) at a larger one."""
+    _, _, lake, _ = synthetic
     bridge = "source = 'wikidata' AND pattern = 'bridge'"
-    default = {r.question_id for r in lake.read("hoax_questions").where("source = 'wikidata'").collect()}
-    default_stats = {r.reason: r.candidates for r in lake.read("hoax_stats").where(bridge).collect()}
-    assert default_stats[NOT_TRIED] > 0 and default_stats["another premise chosen for the chain"] > 0
-    root = tmp_path / "lake"
-    one = copy_lake(spark, lake.location("hoax_questions").rsplit("/", 1)[0], root)
-    capped = run_hoax(spark, one, cfg.with_overrides([f"lake.root={root}", "hoax.premises_tried_per_chain=1"]))
-    stats = {r.reason: r.candidates for r in one.read("hoax_stats").where(bridge).collect()}
-    assert sum(stats.values()) == sum(default_stats.values())  # every candidate counted, once
-    assert stats.get("another premise chosen for the chain", 0) == 0 and stats[NOT_TRIED] > default_stats[NOT_TRIED]
-    asked = {r.question_id for r in one.read("hoax_questions").where("source = 'wikidata'").collect()}
-    assert asked <= default and 0.9 * len(default) < capped.questions == len(asked)
+
+    def asked(at):
+        return {r.question_id: (r.question, tuple(sorted(r.options)), r.premise_object)
+                for r in at.read("hoax_questions").where("source = 'wikidata'").collect()}
+
+    def capped(cap):
+        root = tmp_path / f"lake-{cap}"
+        at = copy_lake(spark, lake.location("hoax_questions").rsplit("/", 1)[0], root)
+        run_hoax(spark, at, cfg.with_overrides([f"lake.root={root}", f"hoax.premises_tried_per_chain={cap}"]))
+        return asked(at), {r.reason: r.candidates for r in at.read("hoax_stats").where(bridge).collect()}
+
+    default, default_stats = asked(lake), {r.reason: r.candidates for r in lake.read("hoax_stats").where(bridge).collect()}
+    one, one_stats = capped(1)
+    every, every_stats = capped(10_000)
+    assert sum(one_stats.values()) == sum(default_stats.values()) == sum(every_stats.values())
+    assert one_stats.get("another premise chosen for the chain", 0) == 0 and NOT_TRIED not in every_stats
+    assert one_stats[NOT_TRIED] > default_stats[NOT_TRIED] > 0
+    assert one.items() <= default.items() <= every.items()
+    assert len(one) > 0.9 * len(every) and len(default) > 0.97 * len(every)

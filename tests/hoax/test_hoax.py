@@ -14,7 +14,7 @@ from misbench.cli import main
 from misbench.hoax import spec as hoax_spec
 from misbench.hoax.answers import answer_schema, json_verdict
 from misbench.hoax.job import run_hoax, run_hoax_import
-from misbench.hoax.stage import IDK, LETTERS, options_problems
+from misbench.hoax.stage import IDK, LETTERS, hoax_questions, options_problems
 from misbench.ingest.job import run_ingest
 from misbench.lake import DeltaRsLake
 from tests.conftest import PROJECT, SLICE_JSON, copy_lake, require_slice
@@ -102,6 +102,11 @@ def test_idk_is_balanced_and_every_candidate_is_counted(hoax_lake):
     assert {"answer has no label", "no false object of the right type",
             "premise relation is a hop's relation"} <= set(stats)
     assert sum(stats.values()) == sum(report.rejected.values()) + report.questions
+
+
+def test_no_premise_tried_is_refused():
+    with pytest.raises(ValueError, match="premises_tried_per_chain must be at least 1"):
+        hoax_questions(None, None, None, None, seed=0, tried_per_chain=0)
 
 
 def test_a_planted_true_premise_and_a_repeated_option_are_found(spark, hoax_lake, tmp_path):

@@ -265,7 +265,7 @@ def _distractors(chosen: DataFrame, by_chain: DataFrame, context: DataFrame, see
                                          .alias("distractors")))
 
 
-NOT_TRIED = "premise not tried: enough others for the chain"
+NOT_TRIED = "premise not tried: past the chain's hoax.premises_tried_per_chain"
 
 
 def _early_reason() -> Column:
@@ -284,25 +284,32 @@ def _candidate_id() -> Column:
     return stable_id(F.col("chain_id"), F.coalesce("premise_property", F.lit("")), F.coalesce("premise_object", F.lit("")))
 
 
+def _seeded_order(seed: int) -> tuple[Column, Column]:
+    """The order a chain's candidates are tried and picked in (the id breaks hash ties)."""
+    return _hash(F.col("candidate_id"), seed), F.col("candidate_id")
+
+
 def _triage(walked: DataFrame, found: DataFrame, seed: int, tried_per_chain: int) -> tuple[DataFrame, DataFrame]:
-    """(candidate ids to try, every other candidate with its reason), on narrow rows. A chain
-    has a candidate per premise of its bridge (dozens for a country: 14 per chain on the
-    synthetic graphs) and yields one question, so only the first ``tried_per_chain`` tryable
-    ones in seeded order (the order the question is picked in) go through the checks that
-    join the graph, and the rest are counted as not tried."""
+    """(candidates to try: chain and premise keys, every other candidate with its reason), on
+    narrow rows. A chain has a candidate per premise of its bridge (dozens for a country: 14
+    per chain on the synthetic graphs) and yields one question, the first candidate in seeded
+    order that passes every check. Only its first ``tried_per_chain`` candidates with no early
+    reason go through the checks that join the graph; the rest are counted as not tried, so a
+    chain whose tried candidates all fail a later check has no question."""
     pairs = (walked.select("chain_id", "subject_id", "first", "bridge_id", "second", "subject_label", "bridge_label",
                            "answer_text")
              .join(found.select("bridge_id", "premise_property", "premise_object", "premise_reason"), "bridge_id", "left")
              .withColumn("candidate_id", _candidate_id())
              .withColumn("reason", _early_reason()))
-    order = Window.partitionBy("chain_id", F.col("reason").isNull()).orderBy(_hash(F.col("candidate_id"), seed))
+    order = Window.partitionBy("chain_id", F.col("reason").isNull()).orderBy(*_seeded_order(seed))
     pairs = pairs.withColumn("reason", F.when(
         F.col("reason").isNull() & (F.row_number().over(order) > tried_per_chain), F.lit(NOT_TRIED))
         .otherwise(F.col("reason"))).localCheckpoint()
     settled = pairs.where(F.col("reason").isNotNull()).select(
         "candidate_id", "chain_id", "subject_id", "first", "bridge_id", "second", "premise_property", "premise_object",
         F.lit(None).cast("string").alias("question"), "reason")
-    return pairs.where(F.col("reason").isNull()).select("candidate_id"), settled
+    tried = pairs.where(F.col("reason").isNull()).select("chain_id", "bridge_id", "premise_property", "premise_object")
+    return tried, settled
 
 
 def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], spec: HoaxSpec,
@@ -310,14 +317,18 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
                    tried_per_chain: int = 3) -> tuple[DataFrame, DataFrame]:
     """(questions, candidates with their reason). ``facts``: claims' ``resolved_facts`` over
     ``spec.properties``; ``labels``: id, label, description, instance_of, aliases."""
+    if tried_per_chain < 1:
+        raise ValueError(f"hoax.premises_tried_per_chain must be at least 1, not {tried_per_chain}")
     # Checkpointed where a frame feeds several branches: each would recompute the walk, and
     # the plan (templates filled, names normalised, inlined into every use) grows past what
     # the driver can even print.
     walked = chains(facts, labels, frames).localCheckpoint()
     found = premises(facts, labels, frames, walked, spec, seed, attempts).localCheckpoint()
     tried, settled = _triage(walked, found, seed, tried_per_chain)
-    candidates = (walked.join(found, "bridge_id").withColumn("candidate_id", _candidate_id())
-                  .join(tried, "candidate_id", "left_semi"))
+    # Wide rows for the tried candidates only (a premise is unique per bridge, property, object).
+    candidates = (walked.join(tried, ["chain_id", "bridge_id"])
+                  .join(found, ["bridge_id", "premise_property", "premise_object"])
+                  .withColumn("candidate_id", _candidate_id()))
     clause = F.when(F.array_contains(F.coalesce(F.col("bridge_types"), F.array()), "Q5"),
                     F.regexp_replace(F.col("premise_clause"), "^that ", "who ")).otherwise(F.col("premise_clause"))
     description = F.concat(fill(F.col("role"), F.col("subject_label")), F.lit(" "),
@@ -371,7 +382,7 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
     )
     candidates = candidates.withColumn("reason", reason).localCheckpoint()
     # One question per chain: among its kept premises, the first in seeded order.
-    per_chain = Window.partitionBy("chain_id").orderBy(_hash(F.col("candidate_id"), seed))
+    per_chain = Window.partitionBy("chain_id").orderBy(*_seeded_order(seed))
     kept = candidates.where(F.col("reason") == KEPT).withColumn("pick", F.row_number().over(per_chain))
     chosen = kept.where("pick = 1").drop("pick").localCheckpoint()
     chosen = chosen.join(_distractors(chosen, by_chain, context, seed), "candidate_id", "left")
