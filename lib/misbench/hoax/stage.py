@@ -280,10 +280,6 @@ def _early_reason() -> Column:
             .when(F.col("premise_reason").isNotNull(), F.col("premise_reason")))
 
 
-def _candidate_id() -> Column:
-    return stable_id(F.col("chain_id"), F.coalesce("premise_property", F.lit("")), F.coalesce("premise_object", F.lit("")))
-
-
 def _seeded_order(seed: int) -> tuple[Column, Column]:
     """The order a chain's candidates are tried and picked in (the id breaks hash ties)."""
     return _hash(F.col("candidate_id"), seed), F.col("candidate_id")
@@ -299,7 +295,8 @@ def _triage(walked: DataFrame, found: DataFrame, seed: int, tried_per_chain: int
     pairs = (walked.select("chain_id", "subject_id", "first", "bridge_id", "second", "subject_label", "bridge_label",
                            "answer_text")
              .join(found.select("bridge_id", "premise_property", "premise_object", "premise_reason"), "bridge_id", "left")
-             .withColumn("candidate_id", _candidate_id())
+             .withColumn("candidate_id", stable_id(F.col("chain_id"), F.coalesce("premise_property", F.lit("")),
+                                                   F.coalesce("premise_object", F.lit(""))))
              .withColumn("reason", _early_reason()))
     order = Window.partitionBy("chain_id", F.col("reason").isNull()).orderBy(*_seeded_order(seed))
     pairs = pairs.withColumn("reason", F.when(
@@ -308,7 +305,8 @@ def _triage(walked: DataFrame, found: DataFrame, seed: int, tried_per_chain: int
     settled = pairs.where(F.col("reason").isNotNull()).select(
         "candidate_id", "chain_id", "subject_id", "first", "bridge_id", "second", "premise_property", "premise_object",
         F.lit(None).cast("string").alias("question"), "reason")
-    tried = pairs.where(F.col("reason").isNull()).select("chain_id", "bridge_id", "premise_property", "premise_object")
+    tried = pairs.where(F.col("reason").isNull()).select("chain_id", "bridge_id", "premise_property", "premise_object",
+                                                         "candidate_id")
     return tried, settled
 
 
@@ -327,8 +325,7 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
     tried, settled = _triage(walked, found, seed, tried_per_chain)
     # Wide rows for the tried candidates only (a premise is unique per bridge, property, object).
     candidates = (walked.join(tried, ["chain_id", "bridge_id"])
-                  .join(found, ["bridge_id", "premise_property", "premise_object"])
-                  .withColumn("candidate_id", _candidate_id()))
+                  .join(found, ["bridge_id", "premise_property", "premise_object"]))
     clause = F.when(F.array_contains(F.coalesce(F.col("bridge_types"), F.array()), "Q5"),
                     F.regexp_replace(F.col("premise_clause"), "^that ", "who ")).otherwise(F.col("premise_clause"))
     description = F.concat(fill(F.col("role"), F.col("subject_label")), F.lit(" "),
