@@ -209,3 +209,25 @@ def test_a_premise_stated_the_other_way_round_is_not_false(spark, cfg, hoax_lake
     questions = lake.read("hoax_questions").where("source = 'wikidata'").collect()
     assert not any(q.premise_object == "Q31" and q.premise_subject == "Q145" for q in questions)
     assert report.rejected.get("premise is stated in the graph", 0) >= 1
+
+
+def test_chain_options_share_the_second_hop_search_and_drop_the_subjects_name(spark):
+    """Options are searched once per second hop and shared by its chains; a chain whose
+    subject is named like one of them loses that one and keeps four others, in the same order."""
+    from misbench.hoax.stage import _chain_options
+
+    ranked = [("Paris", "near_miss", 0.0), ("Lyon", "distractor", 2.1), ("Nice", "distractor", 2.2),
+              ("Lille", "distractor", 2.3), ("Metz", "distractor", 3.1)]
+    by_answer = spark.createDataFrame(
+        [("Q142", "P36", option, role, priority, option.lower()) for option, role, priority in ranked],
+        "bridge_id string, second string, option string, role string, priority double, name string")
+    chains = spark.createDataFrame([("c1", "Q142", "P36", "Alice"), ("c2", "Q142", "P36", "Lyon"),
+                                    ("c3", "Q183", "P36", "Bob")],
+                                   "chain_id string, bridge_id string, second string, subject_label string")
+    rows = _chain_options(chains, by_answer, seed=0).collect()
+    options = {}
+    for row in rows:
+        options.setdefault(row.chain_id, []).append((row.priority, row.option))
+    assert [o for _, o in sorted(options["c1"])] == ["Paris", "Lyon", "Nice", "Lille"]
+    assert [o for _, o in sorted(options["c2"])] == ["Paris", "Nice", "Lille", "Metz"]
+    assert "c3" not in options  # no options searched for its second hop: none invented

@@ -165,14 +165,13 @@ def _only_values(facts: DataFrame) -> DataFrame:
     return facts.where((F.col("resolution") == KEPT) & F.col("single"))
 
 
-def _usable(options: DataFrame) -> DataFrame:
-    """Options with a name (``name``, normalized) unlike the subject's, the bridge's and
-    "I do not know"'s: an option must not give the question away or repeat the fallback."""
+def _usable(options: DataFrame, against: Sequence[str] = ("subject_label", "bridge_label")) -> DataFrame:
+    """Options with a name (``name``, normalized) unlike the labels in ``against`` (the
+    subject's and the bridge's) and "I do not know"'s: an option must not give the question
+    away or repeat the fallback."""
     name = normalized(F.col("option"))
-    return (options.where(F.col("option").isNotNull()
-                          & ~name.isin(normalized(F.col("subject_label")), normalized(F.col("bridge_label")),
-                                       normalized(F.lit(IDK))))
-            .withColumn("name", name))
+    unlike = [normalized(F.col(column)) for column in against] + [normalized(F.lit(IDK))]
+    return options.where(F.col("option").isNotNull() & ~name.isin(*unlike)).withColumn("name", name)
 
 
 def _first_by_name(options: DataFrame, key: str, seed: int, wanted: int) -> DataFrame:
@@ -185,46 +184,58 @@ def _first_by_name(options: DataFrame, key: str, seed: int, wanted: int) -> Data
             .withColumn("rank", F.row_number().over(ranked)).where(F.col("rank") <= wanted).drop("copy"))
 
 
-def _chain_options(chain_rows: DataFrame, facts: DataFrame, labels: DataFrame, seed: int, attempts: int) -> DataFrame:
-    """Per chain (``chain_id``), options that do not depend on the premise, ranked and distinct
-    by name: the near miss, same-relation substitutes of the answer, then any entity sharing a
-    type with it (dates: the answer moved by whole steps of its precision). Per chain, not per
-    candidate: a chain has a candidate for every premise of its bridge (dozens for a country),
-    and the substitute search probes ``attempts`` pool positions for each row it gets."""
-    near = chain_rows.select("chain_id", F.col("answer_text").alias("option"), F.lit("near_miss").alias("role"),
-                         F.lit(0.0).alias("priority"))
-    entity = chain_rows.where(~F.col("is_date"))
-    same_relation = substitutes(entity.select(
-        F.col("chain_id").alias("claim_id"), F.col("second").alias("pool_relation"),
-        F.col("bridge_id").alias("truth_subject"), F.col("answer_id").alias("object_id"), "subject_id"),
-        facts, labels, seed, attempts, wanted=4).select(
-        F.col("claim_id").alias("chain_id"), F.col("candidate_label").alias("option"),
+def _answer_options(answers: DataFrame, facts: DataFrame, labels: DataFrame, seed: int, attempts: int) -> DataFrame:
+    """Per second hop (``bridge_id``, ``second``: its answer is the only current value, so
+    the same for every chain through it), options that depend on neither the chain's subject
+    nor the premise, ranked and distinct by name: the near miss, same-relation substitutes of
+    the answer, then any entity sharing a type with it (dates: the answer moved by whole steps
+    of its precision). Searched once per second hop, not per chain: a country is the bridge of
+    millions of chains on a full graph, and the substitute search probes ``attempts`` pool
+    positions for each row it gets. Five kept: the subject's name may take one (``_chain_options``)."""
+    answers = answers.withColumn("answer_key", stable_id(F.col("bridge_id"), F.col("second")))
+    near = answers.select("answer_key", F.col("answer_text").alias("option"), F.lit("near_miss").alias("role"),
+                          F.lit(0.0).alias("priority"))
+    entity = answers.where(~F.col("is_date"))
+    # No subject to exclude by id here: the subject is excluded by name, per chain.
+    searched = entity.select(F.col("answer_key").alias("claim_id"), F.col("second").alias("pool_relation"),
+                             F.col("bridge_id").alias("truth_subject"), F.col("answer_id").alias("object_id"),
+                             F.lit(None).cast("string").alias("subject_id"))
+    same_relation = substitutes(searched, facts, labels, seed, attempts, wanted=5).select(
+        F.col("claim_id").alias("answer_key"), F.col("candidate_label").alias("option"),
         F.lit("distractor").alias("role"), (F.lit(2) + F.col("choice") / 10).alias("priority"))
     anything = labels.where(F.col("label").isNotNull()).select(
         F.lit("any").alias("property"), F.col("id").alias("object_id"), F.lit("normal").alias("rank"),
         F.lit(None).cast("string").alias("subject_id"))
-    same_type = substitutes(entity.select(
-        F.col("chain_id").alias("claim_id"), F.lit("any").alias("pool_relation"),
-        F.col("bridge_id").alias("truth_subject"), F.col("answer_id").alias("object_id"), "subject_id"),
-        anything, labels, seed, attempts, wanted=4).select(
-        F.col("claim_id").alias("chain_id"), F.col("candidate_label").alias("option"),
+    same_type = substitutes(searched.withColumn("pool_relation", F.lit("any")), anything, labels, seed, attempts,
+                            wanted=5).select(
+        F.col("claim_id").alias("answer_key"), F.col("candidate_label").alias("option"),
         F.lit("distractor").alias("role"), (F.lit(3) + F.col("choice") / 10).alias("priority"))
-    dates = chain_rows.where(F.col("is_date")).select(
-        "chain_id", "answer_value", "answer_precision",
+    dates = answers.where(F.col("is_date")).select(
+        "answer_key", "answer_value", "answer_precision",
         F.explode(F.array(F.lit(-2), F.lit(-1), F.lit(1), F.lit(3))).alias("steps"))
     dates = dates.select(
-        "chain_id", date_text(shifted_date(F.col("answer_value"), F.col("answer_precision"),
-                                           F.col("steps") * precision_years(F.col("answer_precision"))),
-                              F.col("answer_precision")).alias("option"),
+        "answer_key", date_text(shifted_date(F.col("answer_value"), F.col("answer_precision"),
+                                             F.col("steps") * precision_years(F.col("answer_precision"))),
+                                F.col("answer_precision")).alias("option"),
         F.lit("distractor").alias("role"), (F.lit(2) + F.abs(F.col("steps")) / 10).alias("priority"))
     options = near.unionByName(same_relation).unionByName(same_type).unionByName(dates)
-    options = _usable(options.join(chain_rows.select("chain_id", "subject_label", "bridge_label"), "chain_id"))
-    # Three would do (a context option named like one of them takes its slot); one spare.
+    options = _usable(options.join(answers.select("answer_key", "bridge_id", "second", "bridge_label"), "answer_key"),
+                      against=("bridge_label",))
+    return _first_by_name(options, "answer_key", seed, 5).select("bridge_id", "second", "option", "role", "priority",
+                                                                  "name")
+
+
+def _chain_options(chain_rows: DataFrame, by_answer: DataFrame, seed: int) -> DataFrame:
+    """Per chain (``chain_id``), its second hop's options named unlike its subject, the first
+    four in the order ``_answer_options`` ranked them in. Three would do (a context option
+    named like one of them takes its slot); one spare."""
+    options = (chain_rows.select("chain_id", "bridge_id", "second", normalized(F.col("subject_label")).alias("subject"))
+               .join(by_answer, ["bridge_id", "second"]).where(F.col("name") != F.col("subject")))
     return _first_by_name(options, "chain_id", seed, 4).select("chain_id", "option", "role", "priority", "name")
 
 
-CHAIN_COLUMNS = ("chain_id", "subject_id", "bridge_id", "second", "answer_id", "answer_text", "answer_value",
-                 "answer_precision", "is_date", "subject_label", "bridge_label")
+ANSWER_COLUMNS = ("bridge_id", "second", "answer_id", "answer_text", "answer_value", "answer_precision", "is_date",
+                  "bridge_label")
 
 
 def _context_options(candidates: DataFrame, facts: DataFrame, labels: DataFrame) -> DataFrame:
@@ -368,8 +379,10 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
     # Options only for the candidates every other check passed, searched once per chain (the
     # costly part), counted per candidate, and ranked only for the chosen ones.
     passing = candidates.where(F.col("reason").isNull())
-    by_chain = _chain_options(passing.select(*CHAIN_COLUMNS).dropDuplicates(["chain_id"]), facts, labels,
-                              seed, attempts).localCheckpoint()
+    by_answer = _answer_options(passing.select(*ANSWER_COLUMNS).dropDuplicates(["bridge_id", "second"]), facts,
+                                labels, seed, attempts).localCheckpoint()
+    by_chain = _chain_options(passing.select("chain_id", "bridge_id", "second", "subject_label")
+                              .dropDuplicates(["chain_id"]), by_answer, seed).localCheckpoint()
     context = _context_options(passing, facts, labels).localCheckpoint()
     candidates = candidates.join(_option_counts(passing, by_chain, context), "candidate_id", "left")
     reason = (
