@@ -49,6 +49,13 @@ WHERE size(array_distinct(transform(options, o -> lower(trim(o))))) != 4
    OR options[idk_index] != 'I do not know'
    OR size(filter(options, o -> o = 'I do not know')) != 1;
 
+-- An option named like the question's subject or its bridge (ignoring case and spaces): it
+-- would give the question away.
+SELECT count(*) AS option_names_subject FROM hoax_questions q
+LEFT JOIN entities e ON e.id = q.subject_id
+WHERE q.source = 'wikidata'
+  AND exists(q.options, o -> lower(trim(o)) IN (lower(trim(e.label)), lower(trim(q.premise_subject_label))));
+
 -- "I do not know" unbalanced: within a reasoning type and asked relation (the groups it is
 -- dealt in), its letters differ by more than one question.
 SELECT count(*) AS idk_unbalanced FROM (

@@ -68,7 +68,7 @@ def test_questions_from_the_real_slice_pass_every_check(spark, hoax_lake):
     assert report.questions == len(questions) >= 3
     assert violations(spark, lake) == dict.fromkeys(
         ["premise_stated", "premise_not_real", "contradicts_nothing", "hop_not_stated", "hop_not_unique",
-         "bad_options", "idk_unbalanced"], 0)
+         "bad_options", "option_names_subject", "idk_unbalanced"], 0)
     for q in questions:
         assert options_problems(q.options, q.idk_index) == []
         assert q.options[q.idk_index] == IDK and q.idk_letter == LETTERS[q.idk_index]
@@ -109,7 +109,7 @@ def test_no_premise_tried_is_refused():
         hoax_questions(None, None, None, None, seed=0, tried_per_chain=0)
 
 
-def test_a_planted_true_premise_and_a_repeated_option_are_found(spark, hoax_lake, tmp_path):
+def test_a_planted_true_premise_a_repeated_option_and_a_giveaway_are_found(spark, hoax_lake, tmp_path):
     lake = copy_lake(spark, hoax_lake[0].location("hoax_questions").rsplit("/", 1)[0], tmp_path / "lake")
     questions = lake.read("hoax_questions")
     first = questions.orderBy("question_id").first()
@@ -120,9 +120,16 @@ def test_a_planted_true_premise_and_a_repeated_option_are_found(spark, hoax_lake
         .otherwise(F.col("premise_object"))) \
         .withColumn("options", F.when(F.col("question_id") == first.question_id,
                                       F.array_repeat(F.col("options")[0], 4)).otherwise(F.col("options")))
+    # A second question with a distractor named like its bridge.
+    second = questions.where(F.col("question_id") != first.question_id).orderBy("question_id").first()
+    slot = (second.idk_index + 1) % 4
+    planted = planted.withColumn("options", F.when(
+        F.col("question_id") == second.question_id,
+        F.array(*[F.lit(second.premise_subject_label.upper()) if i == slot else F.col("options")[i] for i in range(4)]))
+        .otherwise(F.col("options")))
     lake.write(planted.localCheckpoint(), "hoax_questions", partition_by=["source"])
     found = violations(spark, lake)
-    assert found["premise_stated"] == 1 and found["bad_options"] == 1
+    assert found["premise_stated"] == 1 and found["bad_options"] == 1 and found["option_names_subject"] == 1
 
 
 def test_rerun_gives_the_same_questions(spark, hoax_lake):
@@ -222,7 +229,7 @@ def test_chain_options_share_the_second_hop_search_and_drop_the_subjects_name(sp
         [("Q142", "P36", option, role, priority, option.lower()) for option, role, priority in ranked],
         "bridge_id string, second string, option string, role string, priority double, name string")
     chains = spark.createDataFrame([("c1", "Q142", "P36", "Alice"), ("c2", "Q142", "P36", "Lyon"),
-                                    ("c3", "Q183", "P36", "Bob")],
+                                    ("c3", "Q183", "P36", "Bob"), ("c4", "Q142", "P30", "Carol")],
                                    "chain_id string, bridge_id string, second string, subject_label string")
     rows = _chain_options(chains, by_answer, seed=0).collect()
     options = {}
@@ -230,4 +237,4 @@ def test_chain_options_share_the_second_hop_search_and_drop_the_subjects_name(sp
         options.setdefault(row.chain_id, []).append((row.priority, row.option))
     assert [o for _, o in sorted(options["c1"])] == ["Paris", "Lyon", "Nice", "Lille"]
     assert [o for _, o in sorted(options["c2"])] == ["Paris", "Nice", "Lille", "Metz"]
-    assert "c3" not in options  # no options searched for its second hop: none invented
+    assert "c3" not in options and "c4" not in options  # none searched for their second hop: none invented

@@ -376,13 +376,17 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
         .when(contains_words(F.col("question"), F.col("answer_text")), F.lit("question names its near miss"))
     )
     candidates = candidates.withColumn("reason", checks).localCheckpoint()
-    # Options only for the candidates every other check passed, searched once per chain (the
-    # costly part), counted per candidate, and ranked only for the chosen ones.
+    # Options only for the candidates every other check passed: searched once per second hop
+    # (the costly part) and shared by its chains, counted per candidate, and ranked only for
+    # the chosen ones.
     passing = candidates.where(F.col("reason").isNull())
-    by_answer = _answer_options(passing.select(*ANSWER_COLUMNS).dropDuplicates(["bridge_id", "second"]), facts,
-                                labels, seed, attempts).localCheckpoint()
-    by_chain = _chain_options(passing.select("chain_id", "bridge_id", "second", "subject_label")
-                              .dropDuplicates(["chain_id"]), by_answer, seed).localCheckpoint()
+    # distinct, not dropDuplicates: the columns are functions of the key (the second hop of a
+    # chain is the only current value), and dropDuplicates' first() over strings sorts every
+    # row, which ran out of memory at 10^6 entities.
+    by_answer = _answer_options(passing.select(*ANSWER_COLUMNS).distinct(), facts, labels, seed,
+                                attempts).localCheckpoint()
+    by_chain = _chain_options(passing.select("chain_id", "bridge_id", "second", "subject_label").distinct(),
+                              by_answer, seed).localCheckpoint()
     context = _context_options(passing, facts, labels).localCheckpoint()
     candidates = candidates.join(_option_counts(passing, by_chain, context), "candidate_id", "left")
     reason = (
