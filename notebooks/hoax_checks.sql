@@ -49,8 +49,9 @@ WHERE size(array_distinct(transform(options, o -> lower(trim(o))))) != 4
    OR options[idk_index] != 'I do not know'
    OR size(filter(options, o -> o = 'I do not know')) != 1;
 
--- An option named like the question's subject or its bridge (ignoring case and spaces): it
--- would give the question away.
+-- An option named like the question's subject or its bridge (ignoring case and surrounding
+-- spaces; the stage's own rule also ignores accents and punctuation): it would give the
+-- question away.
 SELECT count(*) AS option_names_subject FROM hoax_questions q
 LEFT JOIN entities e ON e.id = q.subject_id
 WHERE q.source = 'wikidata'

@@ -190,8 +190,9 @@ def _answer_options(answers: DataFrame, facts: DataFrame, labels: DataFrame, see
     nor the premise, ranked and distinct by name: the near miss, same-relation substitutes of
     the answer, then any entity sharing a type with it (dates: the answer moved by whole steps
     of its precision). Searched once per second hop, not per chain: a country is the bridge of
-    millions of chains on a full graph, and the substitute search probes ``attempts`` pool
-    positions for each row it gets. Five kept: the subject's name may take one (``_chain_options``)."""
+    thousands of chains (millions on the full graph), and the substitute search probes
+    ``attempts`` pool positions for each row it gets. Five kept: the subject's name may take
+    one (``_chain_options``)."""
     answers = answers.withColumn("answer_key", stable_id(F.col("bridge_id"), F.col("second")))
     near = answers.select("answer_key", F.col("answer_text").alias("option"), F.lit("near_miss").alias("role"),
                           F.lit(0.0).alias("priority"))
