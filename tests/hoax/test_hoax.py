@@ -226,12 +226,13 @@ def test_chain_options_share_the_second_hop_search_and_drop_the_subjects_name(sp
     ranked = [("Paris", "near_miss", 0.0), ("Lyon", "distractor", 2.1), ("Nice", "distractor", 2.2),
               ("Lille", "distractor", 2.3), ("Metz", "distractor", 3.1)]
     by_answer = spark.createDataFrame(
-        [("Q142", "P36", option, role, priority, option.lower()) for option, role, priority in ranked],
-        "bridge_id string, second string, option string, role string, priority double, name string")
+        [("Q142", "P36", option, role, priority, option.lower(), rank)
+         for rank, (option, role, priority) in enumerate(ranked, start=1)],
+        "bridge_id string, second string, option string, role string, priority double, name string, rank int")
     chains = spark.createDataFrame([("c1", "Q142", "P36", "Alice"), ("c2", "Q142", "P36", "Lyon"),
                                     ("c3", "Q183", "P36", "Bob"), ("c4", "Q142", "P30", "Carol")],
                                    "chain_id string, bridge_id string, second string, subject_label string")
-    rows = _chain_options(chains, by_answer, seed=0).collect()
+    rows = _chain_options(chains, by_answer).collect()
     options = {}
     for row in rows:
         options.setdefault(row.chain_id, []).append((row.priority, row.option))

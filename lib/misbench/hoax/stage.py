@@ -223,16 +223,17 @@ def _answer_options(answers: DataFrame, facts: DataFrame, labels: DataFrame, see
     options = _usable(options.join(answers.select("answer_key", "bridge_id", "second", "bridge_label"), "answer_key"),
                       against=("bridge_label",))
     return _first_by_name(options, "answer_key", seed, 5).select("bridge_id", "second", "option", "role", "priority",
-                                                                  "name")
+                                                                  "name", "rank")
 
 
-def _chain_options(chain_rows: DataFrame, by_answer: DataFrame, seed: int) -> DataFrame:
+def _chain_options(chain_rows: DataFrame, by_answer: DataFrame) -> DataFrame:
     """Per chain (``chain_id``), its second hop's options named unlike its subject, the first
-    four in the order ``_answer_options`` ranked them in. Three would do (a context option
-    named like one of them takes its slot); one spare."""
+    four by the ``rank`` ``_answer_options`` gave them (already distinct by name). Three would
+    do (a context option named like one of them takes its slot); one spare."""
     options = (chain_rows.select("chain_id", "bridge_id", "second", normalized(F.col("subject_label")).alias("subject"))
                .join(by_answer, ["bridge_id", "second"]).where(F.col("name") != F.col("subject")))
-    return _first_by_name(options, "chain_id", seed, 4).select("chain_id", "option", "role", "priority", "name")
+    return (options.withColumn("kept", F.row_number().over(Window.partitionBy("chain_id").orderBy("rank")))
+            .where("kept <= 4").select("chain_id", "option", "role", "priority", "name"))
 
 
 ANSWER_COLUMNS = ("bridge_id", "second", "answer_id", "answer_text", "answer_value", "answer_precision", "is_date",
@@ -387,7 +388,7 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
     by_answer = _answer_options(passing.select(*ANSWER_COLUMNS).distinct(), facts, labels, seed,
                                 attempts).localCheckpoint()
     by_chain = _chain_options(passing.select("chain_id", "bridge_id", "second", "subject_label").distinct(),
-                              by_answer, seed).localCheckpoint()
+                              by_answer).localCheckpoint()
     context = _context_options(passing, facts, labels).localCheckpoint()
     candidates = candidates.join(_option_counts(passing, by_chain, context), "candidate_id", "left")
     reason = (
