@@ -35,6 +35,22 @@ def test_ended_and_future_statements_are_not_current_facts(spark):
     assert got[("E", "U")] == "ended before the reference date" and got[("E", "T")] == "kept"
 
 
+def test_an_ended_or_deprecated_copy_of_the_current_fact_does_not_hide_it(spark):
+    facts = stage.resolved_facts(triples(spark, [
+        ("A", "P26", "X", "deprecated"), ("A", "P26", "X"),                       # s0, s1
+        ("B", "P36", "Y", {"end": "2001"}), ("B", "P36", "Y", {"start": "2010"}),  # s2, s3: capital again
+        ("C", "P36", "Z", "preferred", {"end": "2001"}), ("C", "P36", "Z", "preferred"),  # s4, s5
+        ("C", "P36", "W"),                                                         # s6
+        ("D", "P26", "V"), ("D", "P26", "V"),                                      # s7, s8: a true copy
+    ]), ["P26", "P36"], REFERENCE)
+    got = {r.statement_id: r.resolution for r in facts.collect()}
+    assert got["s0"] == "deprecated statement" and got["s1"] == "kept"
+    assert got["s2"] == "ended before the reference date" and got["s3"] == "kept"
+    assert got["s4"] == "ended before the reference date" and got["s5"] == "kept"
+    assert got["s6"] == "not the preferred statement"
+    assert sorted((got["s7"], got["s8"])) == ["kept", "same fact stated twice"]
+
+
 def test_unknown_or_no_value_makes_a_relation_ambiguous(spark):
     facts = stage.resolved_facts(triples(spark, [
         ("A", "P26", "X"), ("A", "P26", "?"),     # one known spouse and an unknown one

@@ -109,7 +109,7 @@ def test_no_premise_tried_is_refused():
         hoax_questions(None, None, None, None, seed=0, tried_per_chain=0)
 
 
-def test_a_planted_true_premise_a_repeated_option_and_a_giveaway_are_found(spark, hoax_lake, tmp_path):
+def test_a_planted_true_premise_a_repeated_option_and_giveaways_are_found(spark, hoax_lake, tmp_path):
     lake = copy_lake(spark, hoax_lake[0].location("hoax_questions").rsplit("/", 1)[0], tmp_path / "lake")
     questions = lake.read("hoax_questions")
     first = questions.orderBy("question_id").first()
@@ -127,9 +127,18 @@ def test_a_planted_true_premise_a_repeated_option_and_a_giveaway_are_found(spark
         F.col("question_id") == second.question_id,
         F.array(*[F.lit(second.premise_subject_label.upper()) if i == slot else F.col("options")[i] for i in range(4)]))
         .otherwise(F.col("options")))
+    # A third with a distractor named like its subject, in other case and with spaces around.
+    third = questions.where(~F.col("question_id").isin(first.question_id, second.question_id)) \
+        .orderBy("question_id").first()
+    subject_label = lake.read("entities").where(F.col("id") == third.subject_id).first().label
+    slot = (third.idk_index + 1) % 4
+    planted = planted.withColumn("options", F.when(
+        F.col("question_id") == third.question_id,
+        F.array(*[F.lit(f" {subject_label.lower()} ") if i == slot else F.col("options")[i] for i in range(4)]))
+        .otherwise(F.col("options")))
     lake.write(planted.localCheckpoint(), "hoax_questions", partition_by=["source"])
     found = violations(spark, lake)
-    assert found["premise_stated"] == 1 and found["bad_options"] == 1 and found["option_names_subject"] == 1
+    assert found["premise_stated"] == 1 and found["bad_options"] == 1 and found["option_names_subject"] == 2
 
 
 def test_rerun_gives_the_same_questions(spark, hoax_lake):

@@ -210,8 +210,11 @@ def resolved_facts(triples: DataFrame, properties: Sequence[str], reference_date
     group = Window.partitionBy("subject_id", "property")
     whole_group = group.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
     preferred = F.when(counted & (F.col("rank") == "preferred"), answer)
+    # Current statements first: an ended or deprecated copy of the same answer must not be
+    # the one kept, or it hides the current fact as "stated twice".
     first_per_answer = Window.partitionBy("subject_id", "property", answer).orderBy(
-        F.when(F.col("rank") == "preferred", 0).otherwise(1), "statement_id"
+        F.when(counted, 0).otherwise(1), F.when(F.col("rank") == "preferred", 0).otherwise(1),
+        "statement_id",
     )
     facts = (
         facts.withColumn("answers", F.size(F.collect_set(F.when(counted, answer)).over(group)))
