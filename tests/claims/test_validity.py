@@ -42,13 +42,18 @@ def test_an_ended_or_deprecated_copy_of_the_current_fact_does_not_hide_it(spark)
         ("C", "P36", "Z", "preferred", {"end": "2001"}), ("C", "P36", "Z", "preferred"),  # s4, s5
         ("C", "P36", "W"),                                                         # s6
         ("D", "P26", "V"), ("D", "P26", "V"),                                      # s7, s8: a true copy
+        ("E", "P26", "U", {"start": "2030"}), ("E", "P26", "U"),                   # s9, s10: a copy to come
     ]), ["P26", "P36"], REFERENCE)
-    got = {r.statement_id: r.resolution for r in facts.collect()}
+    rows = facts.collect()
+    got = {r.statement_id: r.resolution for r in rows}
+    kept = [r.subject_id for r in rows if r.resolution == "kept"]
+    assert sorted(kept) == ["A", "B", "C", "D", "E"]  # one current fact each, never two
     assert got["s0"] == "deprecated statement" and got["s1"] == "kept"
     assert got["s2"] == "ended before the reference date" and got["s3"] == "kept"
     assert got["s4"] == "ended before the reference date" and got["s5"] == "kept"
     assert got["s6"] == "not the preferred statement"
     assert sorted((got["s7"], got["s8"])) == ["kept", "same fact stated twice"]
+    assert got["s9"] == "starts after the reference date" and got["s10"] == "kept"
 
 
 def test_unknown_or_no_value_makes_a_relation_ambiguous(spark):

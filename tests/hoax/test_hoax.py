@@ -127,14 +127,14 @@ def test_a_planted_true_premise_a_repeated_option_and_giveaways_are_found(spark,
         F.col("question_id") == second.question_id,
         F.array(*[F.lit(second.premise_subject_label.upper()) if i == slot else F.col("options")[i] for i in range(4)]))
         .otherwise(F.col("options")))
-    # A third with a distractor named like its subject, in other case and with spaces around.
+    # A third with a distractor named like its subject, with spaces around.
     third = questions.where(~F.col("question_id").isin(first.question_id, second.question_id)) \
         .orderBy("question_id").first()
     subject_label = lake.read("entities").where(F.col("id") == third.subject_id).first().label
     slot = (third.idk_index + 1) % 4
     planted = planted.withColumn("options", F.when(
         F.col("question_id") == third.question_id,
-        F.array(*[F.lit(f" {subject_label.lower()} ") if i == slot else F.col("options")[i] for i in range(4)]))
+        F.array(*[F.lit(f"  {subject_label} ") if i == slot else F.col("options")[i] for i in range(4)]))
         .otherwise(F.col("options")))
     lake.write(planted.localCheckpoint(), "hoax_questions", partition_by=["source"])
     found = violations(spark, lake)

@@ -129,3 +129,16 @@ def test_an_engine_that_broke_ends_its_process_and_a_failed_call_does_not(error,
         assert process.exitcode == exit_code
     finally:
         process.kill()
+
+
+def test_an_engine_that_died_loading_is_not_blamed_for_an_earlier_engines_crash(tmp_path):
+    from misbench.llm.engine_server import _log_tail
+
+    log = tmp_path / "cpu.log"
+    log.write_text("t engine 11 starting on cpu\nFatal Python error: Segmentation fault\n")
+    start = log.stat().st_size  # where the next engine begins to write
+    with open(log, "a") as handle:
+        handle.write("t engine 12 loading the model\n")
+    assert "Fatal Python error" not in _log_tail(log, pid=12, offset=start)
+    assert _log_tail(log, pid=12, offset=start) == "t engine 12 loading the model"
+    assert "Fatal Python error: Segmentation fault" in _log_tail(log, pid=11)

@@ -68,7 +68,7 @@ def test_every_evidence_row_gets_one_verdict_and_the_stats_add_up(checked):
     lake, _, report = checked
     evidence = lake.read("evidence").count()
     qc = {r.evidence_id: r for r in lake.read("evidence_qc").collect()}
-    assert len(qc) == evidence == report.evidence >= 6 + 7
+    assert len(qc) == evidence == report.evidence > 7  # the generated texts and the 7 hand-made
     # generation checked its own texts as it went; this run checked the hand-made ones it added
     handmade = [r for r in qc.values() if r.evidence_id.startswith("handmade-")]
     assert report.checked == len(handmade) == 7
@@ -211,6 +211,8 @@ def test_kill_during_quality_then_rerun_loses_and_duplicates_nothing(spark, gene
     kill_after_commits(command, delta_log, committed + 2)
     evidence = lake.read("evidence").count()
     before = {r.evidence_id: r.checked_at for r in lake.read("evidence_qc").collect()}
+    # The 7 hand-made rows go in 3 chunks (3, 1 and 3 rows by their ids' hash): two commits
+    # leave some checked and some not.
     handmade = [e for e in before if e.startswith("handmade-")]
     assert 0 < len(handmade) < 7 and len(before) < evidence, "the kill did not land mid-run"
 

@@ -211,13 +211,15 @@ def resolved_facts(triples: DataFrame, properties: Sequence[str], reference_date
     whole_group = group.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
     preferred = F.when(counted & (F.col("rank") == "preferred"), answer)
     # Current statements first: an ended or deprecated copy of the same answer must not be
-    # the one kept, or it hides the current fact as "stated twice".
+    # the one kept, or it hides the current fact as "stated twice". The sort key is a column
+    # of its own: Spark Connect servers built on DataFusion (Sail) reject a window ordered by
+    # this expression inline.
     first_per_answer = Window.partitionBy("subject_id", "property", answer).orderBy(
-        F.when(counted, 0).otherwise(1), F.when(F.col("rank") == "preferred", 0).otherwise(1),
-        "statement_id",
+        "not_counted", F.when(F.col("rank") == "preferred", 0).otherwise(1), "statement_id",
     )
     facts = (
-        facts.withColumn("answers", F.size(F.collect_set(F.when(counted, answer)).over(group)))
+        facts.withColumn("not_counted", F.when(counted, 0).otherwise(1))
+        .withColumn("answers", F.size(F.collect_set(F.when(counted, answer)).over(group)))
         .withColumn("unknowns", F.max((current & unknown).cast("int")).over(whole_group))
         .withColumn("preferred_answers", F.size(F.collect_set(preferred).over(group)))
         .withColumn("preferred_answer", F.first(preferred, ignorenulls=True).over(whole_group))

@@ -105,15 +105,21 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _log_tail(path: Path, lines: int = 15, pid: int | None = None) -> str:
+def _log_tail(path: Path, lines: int = 15, pid: int | None = None, offset: int | None = None) -> str:
     """The end of an engine's log; with ``pid``, what that engine wrote, led by the fatal
-    error faulthandler reported (its thread dumps would push it out of the tail)."""
+    error faulthandler reported (its thread dumps would push it out of the tail). ``offset``:
+    where the engine began to write, so an earlier engine's crash in the same log is never
+    reported as this one's (an engine killed before its first line has no ``pid`` mark)."""
     with contextlib.suppress(OSError):
-        text = path.read_text(errors="replace")
-        if pid is not None:
-            text = text[text.rfind(f"engine {pid} starting"):] if f"engine {pid} starting" in text else text
+        with open(path, "rb") as handle:
+            handle.seek(offset or 0)
+            text = handle.read().decode(errors="replace")
+        own = pid is None or offset is not None or f"engine {pid} starting" in text
+        if pid is not None and f"engine {pid} starting" in text:
+            text = text[text.rfind(f"engine {pid} starting"):]
         tail = text.splitlines()[-lines:]
-        fatal = [line for line in text.splitlines() if line.startswith("Fatal Python error:")]
+        # Without its mark the text may be other engines': lift no fatal error out of it.
+        fatal = [line for line in text.splitlines() if own and line.startswith("Fatal Python error:")]
         if fatal and fatal[-1] not in tail:
             tail = [fatal[-1], "..."] + tail
         return "\n".join(tail)
@@ -169,6 +175,7 @@ class EngineClient(LLMBackend):
             if server.get("omp_threads"):
                 env["OMP_NUM_THREADS"] = str(int(server["omp_threads"]))
             with open(log_path, "ab") as log_file:
+                log_start = log_file.tell()
                 process = subprocess.Popen(
                     [sys.executable, "-m", "misbench.llm.engine_server", "--slot", self.slot,
                      "--folder", str(self.folder), "--settings", str(settings_file),
@@ -186,11 +193,11 @@ class EngineClient(LLMBackend):
                     how = f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
                     failure = EngineDied if code < 0 else EngineFailedToStart  # killed, or could not load
                     raise failure(f"the {self.backend} engine for {self.slot} exited while loading "
-                                     f"({how}):\n{_log_tail(log_path, pid=process.pid)}")
+                                     f"({how}):\n{_log_tail(log_path, pid=process.pid, offset=log_start)}")
                 time.sleep(0.2)
             process.kill()
             raise EngineDied(f"the {self.backend} engine for {self.slot} did not start in time:\n"
-                             f"{_log_tail(log_path)}")
+                             f"{_log_tail(log_path, offset=log_start)}")
 
     @staticmethod
     def _read_info(path: Path) -> dict | None:
@@ -221,7 +228,7 @@ class EngineClient(LLMBackend):
                 self.pid = -1
                 return self._call(request, reconnect=True)
             raise EngineDied(f"the {self.backend} engine (pid {self.pid}) for {self.slot} cannot be "
-                             f"reached ({type(error).__name__}):\n{_log_tail(log_path)}") from error
+                             f"reached ({type(error).__name__}):\n{_log_tail(log_path, pid=self.pid)}") from error
         try:
             with contextlib.closing(connection):
                 connection.send(request)
