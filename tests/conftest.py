@@ -88,20 +88,26 @@ def copy_lake(spark, source, destination):
     return DeltaRsLake(spark, root=str(destination))
 
 
+def _commits(delta_log: str) -> int:
+    return len([f for f in os.listdir(delta_log) if f.endswith(".json")]) if os.path.isdir(delta_log) else 0
+
+
 def kill_after_commits(command, delta_log: str, commits: int, timeout_s: float = 300, poll_s: float = 0.2) -> None:
     """Start a misbench command, SIGKILL its whole process group once ``delta_log`` holds
-    ``commits`` commits (or the command ends, or the timeout passes)."""
+    ``commits`` commits more than before it started (or the command ends, or the timeout
+    passes)."""
     import os
     import signal
     import subprocess
     import time
 
+    commits += _commits(delta_log)  # a table earlier stages wrote already has commits
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     job = subprocess.Popen(command, cwd=PROJECT, env=env, start_new_session=True,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + timeout_s
     while job.poll() is None and time.time() < deadline:
-        if os.path.isdir(delta_log) and len([f for f in os.listdir(delta_log) if f.endswith(".json")]) >= commits:
+        if _commits(delta_log) >= commits:
             break
         time.sleep(poll_s)
     if job.poll() is None:
@@ -163,11 +169,12 @@ def crash_workers_after_commits(command, delta_log: str, commits: int, signal_nu
     ``signal_number`` to the processes that hold its model (again every half second, or only
     ``times`` times) until the command ends: the engine processes, or with ``holding`` the
     Python workers that mapped that library. Returns the finished process (stdout, stderr)
-    and how many were hit."""
+    and how many were hit. ``commits`` counts this command's commits, as in kill_after_commits."""
     import os
     import subprocess
     import time
 
+    commits += _commits(delta_log)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     job = subprocess.Popen(command, cwd=PROJECT, env=env, start_new_session=True,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -179,8 +186,7 @@ def crash_workers_after_commits(command, delta_log: str, commits: int, signal_nu
     deadline = time.time() + timeout_s
     hits = 0
     while job.poll() is None and time.time() < deadline:
-        committed = os.path.isdir(delta_log) and len(
-            [f for f in os.listdir(delta_log) if f.endswith(".json")]) >= commits
+        committed = _commits(delta_log) >= commits
         if committed and (not times or hits < times):
             for pid in (python_workers(job.pid, holding) if holding else engine_processes()):
                 try:
