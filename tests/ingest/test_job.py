@@ -171,7 +171,7 @@ def test_glob_of_several_files(spark, lake, run_cfg, tmp_path):
 
 
 @pytest.mark.parametrize("kill_after", ["ingest_staging", "entities"])
-def test_killed_run_then_rerun_ends_as_a_clean_run(tmp_path, kill_after):
+def test_killed_run_then_rerun_ends_as_a_clean_run(spark, tmp_path, kill_after):
     """kill -9 the job once a given table has been committed, run it again, and compare."""
     require_slice()
     root = tmp_path / "lake"
@@ -183,7 +183,5 @@ def test_killed_run_then_rerun_ends_as_a_clean_run(tmp_path, kill_after):
 
     rerun = subprocess.run(command, cwd=PROJECT, capture_output=True, text=True)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
-    from pyspark.sql import SparkSession
-
-    lake = DeltaRsLake(SparkSession.getActiveSession(), root=str(root))
+    lake = DeltaRsLake(spark, root=str(root))
     assert table_facts(lake) == EXPECTED
