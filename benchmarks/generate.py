@@ -143,7 +143,8 @@ def main() -> None:
     # for the wrong reason.
     print(f"tokens per text, min / median / max: via Spark {_spread(spark_lengths)}; standalone {_spread(lengths)}")
     print(f"model_loads_per_engine_slot {len(loads) / slots:.2f}")
-    print(f"model_loads_per_worker {len(loads) / max(1, len(workers)):.2f}")
+    if args.in_process:  # with the engine process a load id carries the engine's pid, not the worker's
+        print(f"model_loads_per_worker {len(loads) / max(1, len(workers)):.2f}")
     print(f"engine_busy_share {busy_s / (spark_s * slots):.3f}")
     print(f"generate_vs_standalone {(spark_tokens / spark_s) / (tokens / standalone_s):.3f}")
 

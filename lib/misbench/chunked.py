@@ -158,7 +158,7 @@ def pending_rows(requests: DataFrame, done: DataFrame | None, key: str, max_atte
 
 def recover_chunk(lake: Lake, target: str, key: str) -> None:
     """A chunk written just before a kill, and replacements not merged yet: make sure they
-    reached their table (rows already there are matched by key and stay as they are)."""
+    reached their table (merged by key: a row already there is replaced, never doubled)."""
     for staged in (f"chunk_{target}", f"replace_{target}"):
         if lake.exists(staged):
             lake.upsert(lake.read(staged), target, [key])

@@ -42,6 +42,12 @@ def test_clients_share_one_engine_and_concurrent_batches_run_together(llm, monke
     assert isinstance(first, EngineClient) and first.slot == "cpu"
     assert first.load_id.startswith(f"{first.pid}-") and first.pid != os.getpid()
     results, errors = {}, []
+    # A long call holds the engine while the three tasks below send their batches: they wait
+    # together, so they must run as one engine call after it.
+    busy = threading.Thread(target=first.generate, args=(
+        [ask("Count from one to one hundred in words.")], SamplingParams(temperature=0.0, max_tokens=96, min_tokens=96)))
+    busy.start()
+    time.sleep(0.5)
 
     def client(name):
         try:  # each thread a task of its own: a new client, the same engine
@@ -55,11 +61,12 @@ def test_clients_share_one_engine_and_concurrent_batches_run_together(llm, monke
         thread.start()
     for thread in threads:
         thread.join()
+    busy.join()
     assert not errors
     assert {load_id for load_id, _ in results.values()} == {first.load_id}  # loaded once
     assert all(len(texts) == 3 and all(g.error is None and g.text for g in texts) for _, texts in results.values())
     info = first.info()
-    assert info["requests"] == 9 and info["calls"] < 3 + 1  # batches waiting together share a call
+    assert info["requests"] == 1 + 9 and info["calls"] == 1 + 1  # batches waiting together share a call
     assert info["busy_s"] > 0
     scores = first.option_logprobs_many([ask("Is Paris in France? Answer Yes or No.")] * 2, ["Yes", "No"])
     assert len(scores) == 2 and all(s[0] > s[1] for s in scores)
@@ -142,3 +149,44 @@ def test_an_engine_that_died_loading_is_not_blamed_for_an_earlier_engines_crash(
     assert "Fatal Python error" not in _log_tail(log, pid=12, offset=start)
     assert _log_tail(log, pid=12, offset=start) == "t engine 12 loading the model"
     assert "Fatal Python error: Segmentation fault" in _log_tail(log, pid=11)
+
+
+def test_a_refused_prompt_fails_only_its_own_batch_of_a_shared_call(tmp_path):
+    """The engine runs several tasks' batches as one call: a prompt the engine refuses (over
+    its context) fails the batch that sent it, not the others that shared the call."""
+    from misbench.llm import load_backend
+    from misbench.llm.engine_server import _Job, _run_batch
+
+    engine = load_backend(settings(tmp_path, "llm.llama_cpp.n_ctx=512"))
+    too_long = ask("word " * 1500)
+    with pytest.raises(Exception):
+        engine.option_logprobs_many([too_long], ["Yes", "No"])  # refused on its own
+    fine = _Job(("option_logprobs_many", [ask("Is Paris in France? Answer Yes or No.")] * 2, ["Yes", "No"]))
+    refused = _Job(("option_logprobs_many", [ask("Is Rome in Italy?"), too_long], ["Yes", "No"]))
+    _run_batch(engine, [fine, refused])
+    assert fine.reply[0] == "ok" and len(fine.reply[1]) == 2 and all(s[0] > s[1] for s in fine.reply[1])
+    assert refused.reply[0] == "error"
+
+
+def test_a_gpu_task_frees_its_gpu_of_an_idle_engine_before_another_model_loads(tmp_path, monkeypatch):
+    """The NLI scorer of quality control loads beside no engine: an engine an earlier pass or
+    job task left on the task's GPU is stopped first; one on another GPU stays."""
+    from misbench.llm import engine_server
+    from misbench.llm.engine_server import free_task_gpus
+
+    llm = settings(tmp_path)
+    try:
+        assert free_task_gpus(llm) is False  # not in a GPU task: nothing to free
+        monkeypatch.setattr(engine_server, "task_gpus", lambda: ["1"])  # as Spark gives GPU 1
+        other_gpu = worker_backend(llm)
+        monkeypatch.setattr(engine_server, "task_gpus", lambda: ["0"])
+        this_gpu = worker_backend(llm)
+        assert this_gpu.slot == "gpu0" and other_gpu.slot == "gpu1" and this_gpu.pid != other_gpu.pid
+        assert free_task_gpus(llm) is True
+        assert not _alive(this_gpu.pid) and not (tmp_path / "gpu0.json").exists()
+        assert _alive(other_gpu.pid) and (tmp_path / "gpu1.json").exists()
+        assert free_task_gpus(llm) is False  # already free
+        # the next LLM call on that GPU starts a new engine
+        assert this_gpu.generate([ask("Say yes.")], SHORT)[0].error is None and _alive(this_gpu.pid)
+    finally:
+        stop_engines(llm)

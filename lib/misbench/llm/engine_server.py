@@ -273,6 +273,28 @@ def stop_engine(info_path: Path, wait_s: float = 60.0) -> None:
     info_path.with_suffix(".sock").unlink(missing_ok=True)
 
 
+def free_task_gpus(settings: dict) -> bool:
+    """Stop the engine that holds this task's GPUs, before a model of another kind loads
+    there (the NLI scorer of quality control). An engine left by an earlier pass or job task
+    holds most of the GPU's memory (``llm.vllm.gpu_memory_utilization``) until its idle
+    timeout, and the scorer would not fit beside it. Returns whether one was stopped (outside
+    a GPU task there is none to stop)."""
+    gpus = task_gpus()
+    if not gpus:
+        return False
+    folder = registry_dir(settings)
+    slot = "gpu" + "-".join(gpus)
+    with open(folder / f"{slot}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # not while another task of the slot starts one
+        info_path = folder / f"{slot}.json"
+        info = EngineClient._read_info(info_path)
+        if not info or not _alive(int(info["pid"])):
+            return False
+        log.info("stopping the %s engine on %s (pid %s) to free the GPU", info.get("backend"), slot, info["pid"])
+        stop_engine(info_path)
+        return True
+
+
 def claim_engines() -> str:
     """Mark the engines this process's Spark tasks will start (they inherit the environment)
     as its own, so that ``stop_engines(settings, owner)`` ends those and no one else's."""
@@ -344,9 +366,14 @@ def _run_batch(engine: LLMBackend, jobs: list[_Job]) -> None:
         log.exception("the engine failed; exiting")
         logging.shutdown()
         os._exit(3)
-    except Exception as error:  # noqa: BLE001 - every waiting task hears of it
-        for job in jobs:
-            job.reply = ("error", f"{type(error).__name__}: {error}"[:2000])
+    except Exception as error:  # noqa: BLE001 - a refused request fails its own task only
+        if len(jobs) > 1:
+            # Several tasks' batches shared this call: one task's refused prompt (over the
+            # context, say) must not fail the others' rows, so each batch runs again alone.
+            for job in jobs:
+                _run_batch(engine, [job])
+            return
+        jobs[0].reply = ("error", f"{type(error).__name__}: {error}"[:2000])
         return
     start = 0
     for job in jobs:

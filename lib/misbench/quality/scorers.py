@@ -99,6 +99,10 @@ class CrossEncoderNLI(EntailmentScorer):
         _limit_torch_threads(settings)
         self.model = str(nli["model"])
         self.device = torch_device(settings.get("device", "auto"))
+        if self.device == "cuda":
+            from misbench.llm.engine_server import free_task_gpus
+
+            free_task_gpus(settings["judge_llm"])  # an idle LLM engine would leave it no room
         self.tokenizer = AutoTokenizer.from_pretrained(self.model)
         self.network = AutoModelForSequenceClassification.from_pretrained(self.model).to(self.device).eval()
         self.entailment_index = entailment_label_index(self.network.config.id2label)
