@@ -84,7 +84,8 @@ class Generator:
             log.info("generate %s: nothing to do", name)
             return 0
         produce = stage.generate_batches(
-            self.llm, params.__dict__, settings["refusal_patterns"], int(settings["min_words"])
+            self.llm, params.__dict__, settings["refusal_patterns"], int(settings["min_words"]),
+            settings.get("preamble_pattern"),
         )
         started = time.perf_counter()
         totals = {"rows": 0, "failed": 0, "tokens_in": 0, "tokens_out": 0, "worker_s": 0.0}

@@ -19,6 +19,7 @@ is missing or failed.
 from __future__ import annotations
 
 import json
+import re
 import string
 from typing import Iterator, Mapping, Sequence
 
@@ -273,7 +274,18 @@ def failure_of(text: str | None, finish_reason: str | None, refusal_patterns, mi
     return None
 
 
-def generate_batches(llm_settings: dict, params: dict, refusal_patterns, min_words: int):
+def without_preamble(text: str | None, pattern: str | None) -> str | None:
+    """The text without a chat model's lead-in line ("Sure, here's the passage in the style of
+    a blog post:"): it is the model talking to the user, not part of the evidence. A text that
+    would be left empty is returned as it was (and fails as the model's answer)."""
+    if not text or not pattern:
+        return text
+    stripped = re.sub(pattern, "", text, count=1, flags=re.IGNORECASE)
+    return stripped if stripped.strip() else text
+
+
+def generate_batches(llm_settings: dict, params: dict, refusal_patterns, min_words: int,
+                     preamble_pattern: str | None = None):
     """mapInPandas function: requests in, generated rows out, with the worker's engine."""
     from misbench.llm import SamplingParams, worker_backend
 
@@ -289,11 +301,12 @@ def generate_batches(llm_settings: dict, params: dict, refusal_patterns, min_wor
             now = pd.Timestamp.now(tz="UTC")
             rows = []
             for (_, request), result in zip(batch.iterrows(), results):
-                error = result.error or failure_of(result.text, result.finish_reason, refusal_patterns, min_words)
+                text = without_preamble(result.text, preamble_pattern)
+                error = result.error or failure_of(text, result.finish_reason, refusal_patterns, min_words)
                 rows.append({
                     "evidence_id": request["evidence_id"], "claim_id": request["claim_id"],
                     "hop": int(request["hop"]), "kind": request["kind"], "style": request["style"],
-                    "text": result.text, "backend": backend.backend, "model": backend.model,
+                    "text": text, "backend": backend.backend, "model": backend.model,
                     "prompt_name": request["prompt_name"], "prompt_hash": request["prompt_hash"],
                     "sampling": sampling.key(), "tokens_in": result.tokens_in,
                     "tokens_out": result.tokens_out, "finish_reason": result.finish_reason,
