@@ -62,8 +62,9 @@ def test_progress_lines_give_rows_rate_and_time_left(caplog):
 
 def test_chunks_append_new_keys_merge_only_known_ones_and_recover_after_a_kill(spark, lake):
     """A pass over 40 queued rows, 10 of them keys the target already holds: every chunk
-    commits by append (no MERGE reads the target) except the chunks holding those 10; the
-    target ends with each key once and the new values. A chunk stored just before a kill is
+    commits its new keys by append (no MERGE reads the target), and those 10 wait in a side
+    table, merged once at the end of the pass; the target ends with each key once and the
+    new values. A chunk stored just before a kill is
     finished by recover_chunk, without a duplicate."""
     import pandas as pd
 

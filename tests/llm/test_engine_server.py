@@ -45,9 +45,9 @@ def test_clients_share_one_engine_and_concurrent_batches_run_together(llm, monke
     # A long call holds the engine while the three tasks below send their batches: they wait
     # together, so they must run as one engine call after it.
     busy = threading.Thread(target=first.generate, args=(
-        [ask("Count from one to one hundred in words.")], SamplingParams(temperature=0.0, max_tokens=96, min_tokens=96)))
+        [ask("Count from one to one hundred in words.")], SamplingParams(temperature=0.0, max_tokens=160, min_tokens=160)))
     busy.start()
-    time.sleep(0.5)
+    time.sleep(2.0)  # sent and running (it takes several seconds more)
 
     def client(name):
         try:  # each thread a task of its own: a new client, the same engine
@@ -176,7 +176,8 @@ def test_a_gpu_task_frees_its_gpu_of_an_idle_engine_before_another_model_loads(t
 
     llm = settings(tmp_path)
     try:
-        assert free_task_gpus(llm) is False  # not in a GPU task: nothing to free
+        cpu_engine = worker_backend(llm)  # not in a GPU task: llama.cpp on the CPU is left alone
+        assert free_task_gpus(llm) is False and _alive(cpu_engine.pid)
         monkeypatch.setattr(engine_server, "task_gpus", lambda: ["1"])  # as Spark gives GPU 1
         other_gpu = worker_backend(llm)
         monkeypatch.setattr(engine_server, "task_gpus", lambda: ["0"])

@@ -280,7 +280,8 @@ def without_preamble(text: str | None, pattern: str | None) -> str | None:
     would be left empty is returned as it was (and fails as the model's answer)."""
     if not text or not pattern:
         return text
-    stripped = re.sub(pattern, "", text, count=1, flags=re.IGNORECASE)
+    lead_in = re.match(pattern, text, flags=re.IGNORECASE)  # at the start only
+    stripped = text[lead_in.end():] if lead_in else text
     return stripped if stripped.strip() else text
 
 

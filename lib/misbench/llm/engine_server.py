@@ -277,19 +277,19 @@ def free_task_gpus(settings: dict) -> bool:
     """Stop the engine that holds this task's GPUs, before a model of another kind loads
     there (the NLI scorer of quality control). An engine left by an earlier pass or job task
     holds most of the GPU's memory (``llm.vllm.gpu_memory_utilization``) until its idle
-    timeout, and the scorer would not fit beside it. Returns whether one was stopped (outside
-    a GPU task there is none to stop)."""
-    gpus = task_gpus()
-    if not gpus:
-        return False
+    timeout, and the scorer would not fit beside it. Outside a GPU task (``gpus_per_task``
+    0 on a GPU machine) the machine's one engine is stopped if it is vLLM, which takes the
+    GPUs it sees. Returns whether one was stopped."""
     folder = registry_dir(settings)
-    slot = "gpu" + "-".join(gpus)
+    slot = task_slot()
     with open(folder / f"{slot}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # not while another task of the slot starts one
         info_path = folder / f"{slot}.json"
         info = EngineClient._read_info(info_path)
         if not info or not _alive(int(info["pid"])):
             return False
+        if slot == "cpu" and info.get("backend") != "vllm":
+            return False  # llama.cpp on the CPU: no GPU memory to free
         log.info("stopping the %s engine on %s (pid %s) to free the GPU", info.get("backend"), slot, info["pid"])
         stop_engine(info_path)
         return True

@@ -99,10 +99,11 @@ class CrossEncoderNLI(EntailmentScorer):
         _limit_torch_threads(settings)
         self.model = str(nli["model"])
         self.device = torch_device(settings.get("device", "auto"))
-        if self.device == "cuda":
+        if self.device.startswith("cuda"):
             from misbench.llm.engine_server import free_task_gpus
 
-            free_task_gpus(settings["judge_llm"])  # an idle LLM engine would leave it no room
+            # an idle LLM engine would leave it no room (the registry is the judge's, if any)
+            free_task_gpus(settings.get("judge_llm") or {})
         self.tokenizer = AutoTokenizer.from_pretrained(self.model)
         self.network = AutoModelForSequenceClassification.from_pretrained(self.model).to(self.device).eval()
         self.entailment_index = entailment_label_index(self.network.config.id2label)
