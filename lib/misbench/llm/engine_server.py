@@ -73,6 +73,14 @@ def registry_dir(settings: dict) -> Path:
     return folder
 
 
+@contextlib.contextmanager
+def slot_lock(folder: Path, slot: str):
+    """Held by whoever starts or stops the engine of ``slot`` (a file lock, across processes)."""
+    with open(folder / f"{slot}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def task_gpus() -> list[str]:
     """The GPUs Spark gave this task (stage-level scheduling), sorted; none outside a task."""
     try:
@@ -148,10 +156,8 @@ class EngineClient(LLMBackend):
 
     def _ensure_engine(self) -> dict:
         info_path, socket_path, log_path = self._paths()
-        lock_path = self.folder / f"{self.slot}.lock"
         server = self.settings.get("engine_server") or {}
-        with open(lock_path, "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # one starter per slot; the others wait, then connect
+        with slot_lock(self.folder, self.slot):  # one starter per slot; the others wait, then connect
             info = self._read_info(info_path)
             if info and _alive(int(info["pid"])) and info["settings_key"] == self.key:
                 return info
@@ -282,8 +288,7 @@ def free_task_gpus(settings: dict) -> bool:
     GPUs it sees. Returns whether one was stopped."""
     folder = registry_dir(settings)
     slot = task_slot()
-    with open(folder / f"{slot}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # not while another task of the slot starts one
+    with slot_lock(folder, slot):  # not while another task of the slot starts one
         info_path = folder / f"{slot}.json"
         info = EngineClient._read_info(info_path)
         if not info or not _alive(int(info["pid"])):
@@ -320,8 +325,7 @@ def stop_engines(settings: dict, owner: str | None = None) -> int:
         if owner is None or engine_owner == owner or _orphan(engine_owner):
             entries.append(path)
     for path in entries:
-        with open(folder / f"{path.stem}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        with slot_lock(folder, path.stem):
             stop_engine(path)
     return len(entries)
 
