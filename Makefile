@@ -1,7 +1,9 @@
 # Two entry points for a fresh machine (see README):
 #   make demo   set everything up, run the whole pipeline (misbench run-all: ingest, claims,
 #               generate, quality, bench, evaluate, hoax, hoax-evaluate, views) on the demo dump
-#   make test   set everything up, run the test suite
+#   make test   set everything up, run the test suite (every tier)
+#   make test-fast  the inner-loop tier: no model, no kill or crash, no whole pipeline, no slow
+#               Spark job (minutes)
 VENV ?= .venv
 PYTHON ?= python3
 
@@ -32,7 +34,7 @@ $(VENV)/.embedded: $(VENV)/.dev
 	$(VENV)/bin/pip install -q -e '.[dev,embedded]'
 	touch $@
 
-.PHONY: setup demo test bench
+.PHONY: setup demo test test-fast bench
 setup: $(VENV)/.dev
 
 # --limit 1: one claim gets generated texts (minutes on a CPU); a rerun skips finished stages.
@@ -41,6 +43,10 @@ demo: $(VENV)/.embedded
 
 test: setup
 	$(VENV)/bin/python -m pytest -q
+
+# The markers are declared in pytest.ini (README, Testing).
+test-fast: setup
+	$(VENV)/bin/python -m pytest -q -m "not model and not chaos and not e2e and not slow"
 
 bench: setup
 	$(VENV)/bin/python benchmarks/ingest.py

@@ -39,6 +39,8 @@ def test_config_overrides(tmp_path_factory):
         "spark.conf.spark.driver.memory=2g",
         f"lake.root={tmp_path_factory.mktemp('lake-default')}",
         "llm.engine_server.idle_seconds=300",
+        # more settings for one run, to try one (key=value;key=value)
+        *[s for s in os.environ.get("MISBENCH_TEST_SET", "").split(";") if s],
     ]
 
 
@@ -203,15 +205,31 @@ def crash_workers_after_commits(command, delta_log: str, commits: int, signal_nu
 
 
 @pytest.fixture(scope="session")
-def bench_root(spark, cfg, tmp_path_factory):
-    """Ingest and claims of the real slice, hand-written texts, then misbench bench."""
+def slice_claims_root(spark, cfg, tmp_path_factory):
+    """Ingest and claims of the real slice, once per test run: tests copy it (copy_lake)."""
+    from misbench.claims.job import run_claims
+    from misbench.ingest.job import run_ingest
     from misbench.lake import DeltaRsLake
-    from tests.bench.handmade import FAILING, bench_lake_from_dump
 
     require_slice()
+    root = tmp_path_factory.mktemp("slice-claims") / "lake"
+    lake = DeltaRsLake(spark, root=str(root))
+    run_cfg = cfg.with_overrides([f"lake.root={root}"])
+    run_ingest(spark, lake, run_cfg, [str(SLICE_JSON)])
+    run_claims(spark, lake, run_cfg)
+    return root
+
+
+@pytest.fixture(scope="session")
+def bench_root(spark, cfg, slice_claims_root, tmp_path_factory):
+    """The real slice's claims, hand-written texts, then misbench bench."""
+    from misbench.bench.job import run_bench
+    from tests.bench.handmade import FAILING, handmade_texts
+
     root = tmp_path_factory.mktemp("bench") / "lake"
-    bench_lake_from_dump(spark, DeltaRsLake(spark, root=str(root)), cfg.with_overrides([f"lake.root={root}"]),
-                         str(SLICE_JSON), FAILING)
+    lake = copy_lake(spark, slice_claims_root, root)
+    handmade_texts(spark, lake, FAILING)
+    run_bench(spark, lake, cfg.with_overrides([f"lake.root={root}"]))
     return root
 
 

@@ -2,8 +2,9 @@
 through `misbench sql`, each Python cell (the plots) in one namespace per notebook, as on
 Databricks. The lake: questions from the real slice with hand-written texts (the smallest
 model's few texts may make no question), `misbench run-all --from evaluate` over them
-(evaluation, hoax questions, hoax evaluation, views) with that model, and the generation and
-quality tables of the run-all test's lake (every stage run on the same slice)."""
+(evaluation, hoax questions, hoax evaluation, views) with the fake backend answering, and the
+generation and quality tables of the run-all test's lake (every stage run on the same slice
+with the real small model)."""
 import contextlib
 import io
 import json
@@ -15,6 +16,8 @@ from misbench.cli import main
 from tests.conftest import PROJECT, RUN_ALL_SMALL, copy_lake
 
 NOTEBOOKS = sorted((PROJECT / "notebooks").glob("*.py"))
+# the run-all lake, and MiniLM in hoax-evaluate
+ON_THE_RUN_ALL_LAKE = [pytest.mark.e2e, pytest.mark.model]
 
 
 def cells(path):
@@ -50,7 +53,7 @@ def evaluated_lake(spark, bench_root, run_all_lake, tmp_path_factory):
     for table in GENERATION_TABLES:
         if not (root / table).exists():
             shutil.copytree(generated / table, root / table)
-    settings = [part for setting in RUN_ALL_SMALL for part in ("--set", setting)]
+    settings = [part for setting in [*RUN_ALL_SMALL, "llm.backend=fake"] for part in ("--set", setting)]
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         code = main(["run-all", "--lake", str(root), *settings, "--from", "evaluate"])
@@ -71,7 +74,7 @@ def test_every_notebook_has_sql_cells_and_a_plot():
         assert any("plt." in source for kind, source in cells(path) if kind == "python"), path.name
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [pytest.param(p, marks=ON_THE_RUN_ALL_LAKE) for p in NOTEBOOKS], ids=lambda p: p.name)
 def test_every_sql_cell_runs_through_misbench_sql(evaluated_lake, path, capsys):
     queries = [source for kind, source in cells(path) if kind == "sql"]
     assert queries or path.name == "00_setup.py"
@@ -85,7 +88,7 @@ def test_every_sql_cell_runs_through_misbench_sql(evaluated_lake, path, capsys):
     assert answered >= 0.6 * len(queries), f"{path.name}: only {answered} of {len(queries)} cells return rows"
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [pytest.param(p, marks=ON_THE_RUN_ALL_LAKE) for p in NOTEBOOKS], ids=lambda p: p.name)
 def test_every_python_cell_runs_and_plots(spark, evaluated_lake, path):
     import matplotlib
 
@@ -104,5 +107,13 @@ def test_every_python_cell_runs_and_plots(spark, evaluated_lake, path):
             elif kind.startswith("run "):  # %run ./other: its cells in the same namespace
                 run_cells(notebook.parent / f"{kind.split()[1].removeprefix('./')}.py")
 
+    plt.close("all")
     run_cells(path)
+    # a plotting notebook made figures, and each shows something (lines, bars, points, images)
+    figures = [plt.figure(number) for number in plt.get_fignums()]
+    plots = any("plt." in source for kind, source in cells(path) if kind == "python")
+    assert bool(figures) == plots, f"{path.name}: {len(figures)} figures"
+    for figure in figures:
+        drawn = [artist for axes in figure.axes for artist in (*axes.lines, *axes.patches, *axes.collections, *axes.images)]
+        assert drawn, f"{path.name}: figure {figure.number} is empty"
     plt.close("all")

@@ -8,6 +8,8 @@ from misbench.lake import DeltaRsLake
 from misbench.pipeline import STAGE_NAMES
 from tests.conftest import run_all as run
 
+pytestmark = [pytest.mark.e2e, pytest.mark.model]
+
 def counts(lake) -> dict:
     return {t.name: t.rows for t in lake.tables() if t.name != "pipeline_runs"}
 

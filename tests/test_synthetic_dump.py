@@ -69,6 +69,7 @@ def test_same_seed_same_bytes_another_seed_other_bytes(tmp_path):
     assert len(lines) == 2000 + 3
 
 
+@pytest.mark.slow  # ingest, claims and hoax over a 2,000-entity dump
 def test_ingest_reads_every_entity_and_statement(synthetic):
     _, counts, lake, reports = synthetic
     report = reports["ingest"]
@@ -84,6 +85,7 @@ def test_ingest_reads_every_entity_and_statement(synthetic):
     assert triples.where(F.col("end_time").isNotNull()).count() > 100
 
 
+@pytest.mark.slow  # ingest, claims and hoax over a 2,000-entity dump
 def test_claims_of_many_relations_with_every_conflict_kind(synthetic):
     _, _, lake, reports = synthetic
     report = reports["claims"]
@@ -104,6 +106,7 @@ def test_claims_of_many_relations_with_every_conflict_kind(synthetic):
     assert {"first hop: ambiguous: several objects", "second hop: ended before the reference date"} <= two_hop_reasons
 
 
+@pytest.mark.slow  # ingest, claims and hoax over a 2,000-entity dump
 def test_hoax_questions_of_every_reasoning_type(synthetic):
     _, _, lake, reports = synthetic
     report = reports["hoax"]
@@ -117,6 +120,7 @@ def test_hoax_questions_of_every_reasoning_type(synthetic):
         len({(q.reasoning_type, q.asked_property) for q in questions})
 
 
+@pytest.mark.slow  # ingest, claims and hoax over a 2,000-entity dump
 def test_premises_tried_per_chain_bounds_the_checks_and_counts_the_rest(spark, cfg, synthetic, tmp_path):
     """A chain yields one question, the first of its candidates in seeded order that passes
     every check, so only its first few are checked against the graph. One tried: none is

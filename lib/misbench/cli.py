@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    help="evaluate models on the questions: MR, TendCM, detection, RtD; MLflow runs")
     evaluate.add_argument("--model", nargs="+", metavar="NAME", default=None,
                           help="models to evaluate: a model of the configured backend, or BACKEND:MODEL "
-                               "(llama_cpp, vllm, openai); default: the configured model")
+                               "(llama_cpp, vllm, openai, fake); default: the configured model")
     evaluate.add_argument("--settings", nargs="+", metavar="SETTING",
                           help="probe detection single pair style desc rtd (default: evaluate.settings)")
     evaluate.add_argument("--source", default="wikidata",

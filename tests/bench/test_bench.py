@@ -9,6 +9,8 @@ from misbench.bench import stage
 from misbench.bench.job import run_bench, run_export, run_import
 from tests.conftest import TEST_DATA, copy_lake
 
+pytestmark = pytest.mark.slow  # bench jobs over lakes built from the real slice
+
 @pytest.fixture()
 def bench_lake(spark, bench_root, tmp_path):
     return copy_lake(spark, bench_root, tmp_path / "lake")

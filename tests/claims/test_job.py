@@ -15,6 +15,8 @@ from misbench.cli import main
 from misbench.ingest.job import run_ingest
 from tests.conftest import SLICE_JSON, copy_lake, require_slice
 
+pytestmark = pytest.mark.slow  # stage jobs over lakes built from the real slice
+
 MISSING_FROM_SUBSET = {"Q142", "Q145"}  # France and the United Kingdom
 
 
@@ -169,13 +171,16 @@ def enrich_cfg(cfg, root, endpoint, **extra):
     return cfg.with_overrides(overrides + [f"{k}={v}" for k, v in extra.items()])
 
 
-def test_enrichment_fills_labels_of_entities_the_dump_lacks(spark, cfg, tmp_path, sparql_endpoint, claims_lake):
-    full = run_claims(spark, claims_lake, cfg)  # reference: the whole slice ingested
+def test_enrichment_fills_labels_of_entities_the_dump_lacks(spark, cfg, tmp_path, sparql_endpoint, slice_claims_root):
+    from misbench.lake import DeltaRsLake
+
+    reference = DeltaRsLake(spark, root=str(slice_claims_root))  # the whole slice ingested and claimed
+    full_claims = reference.row_count("claims")
     root = tmp_path / "subset-lake"
     lake = ingest_without_countries(spark, cfg, root, tmp_path)
 
     without = run_claims(spark, lake, cfg.with_overrides([f"lake.root={root}"]))
-    assert without.claims < full.claims
+    assert without.claims < full_claims
 
     # an endpoint that does not answer: the job finishes, failures are stored to retry later
     dead = f"http://127.0.0.1:{free_port()}/query"
@@ -185,17 +190,17 @@ def test_enrichment_fills_labels_of_entities_the_dump_lacks(spark, cfg, tmp_path
 
     enriched = run_claims(spark, lake, enrich_cfg(cfg, root, sparql_endpoint))
     assert enriched.enriched == failed.enriched  # the failed ids were asked again
-    assert enriched.claims == full.claims
+    assert enriched.claims == full_claims
     # the same claims and conflicts as when the whole slice was ingested
-    assert table_rows(lake, "claims") == table_rows(claims_lake, "claims")
-    assert table_rows(lake, "conflicts") == table_rows(claims_lake, "conflicts")
+    assert table_rows(lake, "claims") == table_rows(reference, "claims")
+    assert table_rows(lake, "conflicts") == table_rows(reference, "conflicts")
     cache = {r.id: r for r in lake.read("entity_enrichment").collect()}
     assert cache["Q145"].label == "United Kingdom" and "Q6256" in cache["Q145"].instance_of
     assert cache["Q183"].found is False  # Germany is not in the endpoint either: cached as unknown
 
     # cached: a rerun asks nothing, even with the endpoint gone
     again = run_claims(spark, lake, enrich_cfg(cfg, root, dead))
-    assert again.enriched == 0 and again.claims == full.claims
+    assert again.enriched == 0 and again.claims == full_claims
 
 
 def test_two_wiki_import(spark, claims_lake, cfg, tmp_path):

@@ -1,5 +1,7 @@
 """Claim stage functions on tiny DataFrames."""
 
+import pytest
+
 from misbench.claims import stage
 from misbench.claims.relations import Relation, RelationPair
 
@@ -41,6 +43,7 @@ def resolutions(facts):
     return {(r.subject_id, r.object_id or r.value): r.resolution for r in facts.collect()}
 
 
+@pytest.mark.slow
 def test_one_object_per_subject_and_relation(spark):
     facts = stage.resolved_facts(triples(spark, [
         ("A", "P17", "X"),                                     # single: kept
@@ -59,6 +62,7 @@ def test_one_object_per_subject_and_relation(spark):
     ]
 
 
+@pytest.mark.slow
 def test_one_hop_claims_render_labels_literally_and_give_reasons(spark):
     facts = stage.resolved_facts(triples(spark, [
         ("A", "P17", "X"), ("B", "P17", "Y"), ("C", "P17", "C"), ("N", "P17", "X")]), ["P17"], "2026-01-01")
@@ -74,6 +78,7 @@ def test_one_hop_claims_render_labels_literally_and_give_reasons(spark):
     assert rows["N"].candidate_reason == "subject has no label"
 
 
+@pytest.mark.slow
 def test_two_hop_chains_with_dates_at_their_precision(spark):
     facts = stage.resolved_facts(triples(spark, [
         ("F", "P57", "D"), ("D", "P569", "1954-08-16", "normal", 11),
@@ -110,6 +115,7 @@ def conflict_world(spark):
     return facts, names
 
 
+@pytest.mark.slow
 def test_conflicts_are_same_type_never_true_and_deterministic(spark):
     facts, names = conflict_world(spark)
     rels = stage.relations_frame(spark, [relation()])
@@ -143,6 +149,7 @@ def test_conflicts_are_same_type_never_true_and_deterministic(spark):
     assert sorted(tuple(r) for r in different_seed) != first
 
 
+@pytest.mark.slow
 def test_true_objects_of_the_subject_are_never_substitutes(spark):
     # Subject S has two (ambiguous) countries X and Y plus claim-worthy P17 of T -> X.
     facts = stage.resolved_facts(triples(spark, [
@@ -157,6 +164,7 @@ def test_true_objects_of_the_subject_are_never_substitutes(spark):
     assert {c for k, c in pairs if k == claim_of["U"]} == {"X", "Y"}
 
 
+@pytest.mark.slow
 def test_stats_add_up_to_the_input(spark):
     facts, names = conflict_world(spark)
     rels = stage.relations_frame(spark, [relation()])
@@ -170,6 +178,7 @@ def test_stats_add_up_to_the_input(spark):
     assert stats["ambiguous: several objects"] == 2
 
 
+@pytest.mark.slow
 def test_dates_conflict_with_other_dates(spark):
     facts = stage.resolved_facts(triples(spark, [
         ("F", "P57", "D"), ("D", "P569", "1954-08-16", "normal", 11)]), ["P57", "P569"], "2026-01-01")

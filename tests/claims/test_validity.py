@@ -19,6 +19,7 @@ def kept_claims(spark, rows, names, rel=None, links=None, seed=5):
     return candidates, conflict_rows, stage.claims_with_conflicts(candidates, conflict_rows)
 
 
+@pytest.mark.slow
 def test_ended_and_future_statements_are_not_current_facts(spark):
     facts = stage.resolved_facts(triples(spark, [
         ("A", "P26", "X", {"end": "2010-05-01"}), ("A", "P26", "Y"),        # divorced X, married to Y
@@ -35,6 +36,7 @@ def test_ended_and_future_statements_are_not_current_facts(spark):
     assert got[("E", "U")] == "ended before the reference date" and got[("E", "T")] == "kept"
 
 
+@pytest.mark.slow
 def test_an_ended_or_deprecated_copy_of_the_current_fact_does_not_hide_it(spark):
     facts = stage.resolved_facts(triples(spark, [
         ("A", "P26", "X", "deprecated"), ("A", "P26", "X"),                       # s0, s1
@@ -56,6 +58,7 @@ def test_an_ended_or_deprecated_copy_of_the_current_fact_does_not_hide_it(spark)
     assert got["s9"] == "starts after the reference date" and got["s10"] == "kept"
 
 
+@pytest.mark.slow
 def test_unknown_or_no_value_makes_a_relation_ambiguous(spark):
     facts = stage.resolved_facts(triples(spark, [
         ("A", "P26", "X"), ("A", "P26", "?"),     # one known spouse and an unknown one
@@ -69,6 +72,7 @@ def test_unknown_or_no_value_makes_a_relation_ambiguous(spark):
     assert got[("C", "Z")] == "kept"
 
 
+@pytest.mark.slow
 def test_dates_are_written_at_decade_century_and_millennium_precision(spark):
     rows = [("1950", 8), ("1955", 8), ("1850", 7), ("1900", 7), ("1901", 7), ("2001", 7),
             ("1500", 6), ("-0450", 7), ("1890", 9), ("1954-08", 10), ("1954-08-16", 11)]
@@ -93,6 +97,7 @@ def _date_claim_conflicts(spark, born, died, precision, second="P570"):
     return stage.conflicts(candidates, facts, names, pairs.select("relation", "statement"), 11, REFERENCE).collect()
 
 
+@pytest.mark.slow
 def test_shifted_dates_leave_the_precision_window_and_stay_plausible(spark):
     rows = _date_claim_conflicts(spark, "1980", "2020", 9)
     assert rows
@@ -107,6 +112,7 @@ def test_shifted_dates_leave_the_precision_window_and_stay_plausible(spark):
             assert 1900 < int(label[4:8]) < 2026
 
 
+@pytest.mark.slow
 def test_a_bridge_chosen_by_rank_among_several_is_not_a_single_chain(spark):
     facts = stage.resolved_facts(triples(spark, [
         ("H", "P22", "I", "preferred"), ("H", "P22", "K"), ("I", "P22", "J"), ("K", "P22", "L"),
@@ -137,6 +143,7 @@ def albums(spark):
     return rows, names
 
 
+@pytest.mark.slow
 def test_a_subject_is_never_its_own_substitute(spark):
     rows, names = albums(spark)
     rel = relation("P155", "<S> comes right after <O>.", "What comes right before <S>?", False)
@@ -147,6 +154,7 @@ def test_a_subject_is_never_its_own_substitute(spark):
         assert subject[row.claim_id] not in (row.object_id, row.irrelevant_id)
 
 
+@pytest.mark.slow
 def test_substitutes_never_share_a_name_with_the_answer_or_each_other(spark):
     countries = [("X", "United Kingdom", None, ["country"], ["UK", "Britain"]),
                  ("Y", "U.K.", None, ["country"], []),                 # an alias of X, punctuated
@@ -167,6 +175,7 @@ def test_substitutes_never_share_a_name_with_the_answer_or_each_other(spark):
         assert row.object_label != row.irrelevant_label  # never "Paris" and "Paris"
 
 
+@pytest.mark.slow
 def test_substitutes_are_never_linked_to_the_answer(spark):
     names = labels(spark, [(c, f"city {c}", None, ["city"]) for c in "XLMNV"]
                    + [(p, f"place {p}", None, []) for p in ("S", "T1", "T2", "T3", "T4")])
@@ -179,6 +188,7 @@ def test_substitutes_are_never_linked_to_the_answer(spark):
     assert all(not ({o, i} & {"L", "M", "N"}) for o, i in chosen)
 
 
+@pytest.mark.slow
 def test_a_question_that_names_its_answer_is_not_kept(spark):
     names = labels(spark, [("S", "Borduria National Museum", None, []), ("X", "Borduria", None, ["country"]),
                            ("T", "Plain Museum", None, []), ("Y", "Syldavia", None, ["country"])])
@@ -189,6 +199,7 @@ def test_a_question_that_names_its_answer_is_not_kept(spark):
     assert rows == {"S": "question contains its answer", "T": "kept"}
 
 
+@pytest.mark.slow
 def test_temporal_conflicts_only_for_relations_that_change(spark):
     names = labels(spark, [(c, f"land {c}", None, ["country"]) for c in "XYZWV"]
                    + [(p, f"place {p}", None, []) for p in "ABCDE"])
@@ -236,6 +247,7 @@ def test_a_pair_is_multi_valued_when_either_hop_is():
     assert not pairs["P22/P22"].multi_valued
 
 
+@pytest.mark.slow
 def test_a_substitute_whose_name_contains_the_answer_is_not_false_enough(spark):
     names = labels(spark, [("X", "Republic of the Congo", None, ["country"]),
                            ("Y", "Democratic Republic of the Congo", None, ["country"]),

@@ -1,6 +1,8 @@
-"""`misbench evaluate` end to end with a real small model (Qwen2.5-Coder 0.5B on llama.cpp),
-real Spark, Delta tables and a real MLflow sqlite store, on questions built from the real
-slice: every setting, RtD and +Desc, metrics with their n, resumption and a kill -9."""
+"""`misbench evaluate` end to end with real Spark, Delta tables and a real MLflow sqlite store,
+on questions built from the real slice: every setting, RtD and +Desc, metrics with their n,
+resumption and a kill -9. The shared evaluation runs the real small model (Qwen2.5-Coder 0.5B
+on llama.cpp: the log-prob answer path); the tests of parsing, kills and several models run the
+fake backend."""
 import json
 import subprocess
 import sys
@@ -15,6 +17,7 @@ from tests.conftest import PROJECT, copy_lake, kill_after_commits
 
 SMALL = ["llm.llama_cpp.model=qwen2.5-coder-0.5b-instruct-q4km", "evaluate.commit_rows=24",
          "evaluate.rtd.reconstruct_words=25", "evaluate.limit=3"]
+FAKE = ["llm.backend=fake", *SMALL[1:]]
 
 
 @pytest.fixture(scope="module")
@@ -26,6 +29,7 @@ def evaluated(spark, cfg, bench_root, tmp_path_factory):
     return lake, run_cfg, reports
 
 
+@pytest.mark.model
 def test_every_item_of_every_setting_gets_one_answer(evaluated):
     lake, _, reports = evaluated
     (report,) = reports
@@ -50,6 +54,7 @@ def test_every_item_of_every_setting_gets_one_answer(evaluated):
     assert len({tuple(r.evidence_ids) for r in detection}) == len(detection)
 
 
+@pytest.mark.model
 def test_rtd_steps_are_stored_and_feed_desc_and_rtd(evaluated):
     lake, _, _ = evaluated
     entities = lake.read("rtd_entities").collect()
@@ -78,6 +83,7 @@ def plain(text):
     return "".join(ch for ch in text.casefold() if ch.isalnum())
 
 
+@pytest.mark.model
 def test_metrics_carry_their_n_and_the_mlflow_runs(evaluated):
     lake, cfg, (report,) = evaluated
     metrics = lake.read("eval_metrics")
@@ -116,6 +122,7 @@ def test_metrics_carry_their_n_and_the_mlflow_runs(evaluated):
     assert any(path.endswith(".png") for path in artifacts)
 
 
+@pytest.mark.model
 def test_a_rerun_asks_nothing_and_sql_answers_success_rate_by_style(spark, evaluated, capsys):
     lake, cfg, (first,) = evaluated
     before = {r.response_id: r.chosen_letter for r in lake.read("eval_responses").collect()}
@@ -132,10 +139,11 @@ def test_a_rerun_asks_nothing_and_sql_answers_success_rate_by_style(spark, evalu
     assert all(r["n"] > 0 for r in rows)
 
 
+@pytest.mark.slow  # an evaluation job over the bench lake, fake backend
 def test_generated_answers_are_parsed_strictly(spark, cfg, bench_root, tmp_path):
     root = tmp_path / "lake"
     lake = copy_lake(spark, bench_root, root)
-    run_cfg = cfg.with_overrides([f"lake.root={root}", *SMALL, "evaluate.answer_mode=generate"])
+    run_cfg = cfg.with_overrides([f"lake.root={root}", *FAKE, "evaluate.answer_mode=generate"])
     (report,) = run_evaluate(spark, lake, run_cfg, settings=["probe", "single"])
     rows = lake.read("eval_responses").collect()
     assert report.answer_mode == "generate" and len(rows) == report.items > 0
@@ -148,13 +156,14 @@ def test_generated_answers_are_parsed_strictly(spark, cfg, bench_root, tmp_path)
                 or row.chosen_letter in reply
 
 
+@pytest.mark.chaos
 def test_kill_during_evaluation_then_rerun_loses_and_duplicates_nothing(spark, bench_root, tmp_path):
     lake = copy_lake(spark, bench_root, tmp_path / "lake")
     command = [sys.executable, "-m", "misbench.cli", "evaluate", "--lake", lake.root, "--settings", "probe",
                "detection", "--set", "spark.master=local[2]"]
-    for setting in SMALL:
+    for setting in FAKE:
         command += ["--set", setting]
-    command += ["--set", "evaluate.commit_rows=3", "--set", "evaluate.limit=4"]
+    command += ["--set", "evaluate.commit_rows=3", "--set", "evaluate.limit=4", "--set", "llm.fake.seconds_per_request=0.2"]
     kill_after_commits(command, lake.root + "/eval_responses/_delta_log", 2)
     assert lake.exists("eval_responses") and not lake.exists("eval_metrics"), "the kill did not land mid-run"
     before = {r.response_id: r.chosen_letter for r in lake.read("eval_responses").collect()}
@@ -166,22 +175,15 @@ def test_kill_during_evaluation_then_rerun_loses_and_duplicates_nothing(spark, b
     assert all({r.response_id: r.chosen_letter for r in after}[k] == v for k, v in before.items())
 
 
+@pytest.mark.slow  # an evaluation job over the bench lake, fake backend
 def test_several_models_in_one_call_each_with_its_own_run_and_rows(spark, cfg, bench_root, tmp_path):
     root = tmp_path / "lake"
     lake = copy_lake(spark, bench_root, root)
-    run_cfg = cfg.with_overrides([f"lake.root={root}", *SMALL, "evaluate.limit=1"])
-    # The second model: the same small GGUF under another name (the only model the test
-    # install ships), given as a file path.
-    import shutil
-
-    from misbench.llm.llama_cpp_backend import model_path
-
-    _, gguf = model_path(run_cfg.get("llm.llama_cpp"), run_cfg.get("llm"))
-    copy = tmp_path / "second-model.gguf"
-    shutil.copyfile(gguf, copy)
-    models = ["qwen2.5-coder-0.5b-instruct-q4km", f"llama_cpp:{copy}"]
+    run_cfg = cfg.with_overrides([f"lake.root={root}", *FAKE, "evaluate.limit=1"])
+    # two models: one of the configured backend by name, one given as backend:model
+    models = ["first-model", "fake:second-model"]
     reports = run_evaluate(spark, lake, run_cfg, models=models, settings=["probe", "single"])
-    assert [r.model for r in reports] == ["qwen2.5-coder-0.5b-instruct-q4km", "second-model"]
+    assert [r.model for r in reports] == ["first-model", "second-model"]
     assert len({r.mlflow_run_id for r in reports}) == 2
     responses = lake.read("eval_responses").collect()
     by_model = {m: [r for r in responses if r.model == m] for m in (r.model for r in reports)}
@@ -190,6 +192,7 @@ def test_several_models_in_one_call_each_with_its_own_run_and_rows(spark, cfg, b
     assert {r.model for r in metrics} == set(by_model)
 
 
+@pytest.mark.slow  # an evaluation job over the bench lake, fake backend
 def test_api_model_without_logprobs_falls_back_to_parsed_replies_on_a_stratified_sample(spark, cfg, bench_root,
                                                                                          tmp_path):
     from tests.llm.test_openai_backend import Endpoint

@@ -1,51 +1,45 @@
-"""Generation end to end with a real small model (Qwen2.5-Coder 0.5B, llama.cpp on CPU, also the
-entailment judge), through Spark and the lake: entries that open with their claim, quality
-control after each pass, styles only from passing entries, regeneration of failed slots,
-resumption, a kill -9 and worker crashes in the middle."""
+"""Generation end to end through Spark and the lake: entries that open with their claim,
+quality control after each pass, styles only from passing entries, regeneration of failed
+slots, resumption, a kill -9 and engine crashes in the middle.
+
+The logic runs on the fake backend (replies computed from the prompt, the same engine process
+and rows as a real model); one kill and one crash run the real small model (Qwen2.5-Coder
+0.5B on llama.cpp, also the entailment judge)."""
 import subprocess
 import sys
 
 import pytest
 
-from misbench.claims.job import run_claims
 from misbench.generate.job import run_generate
 from misbench.generate.stage import STYLES
-from misbench.ingest.job import run_ingest
-from misbench.lake import DeltaRsLake
-from tests.conftest import PROJECT, SLICE_JSON, copy_lake, kill_after_commits, require_slice
+from tests.conftest import PROJECT, copy_lake, kill_after_commits
 
-SMALL_MODEL = [
-    "llm.llama_cpp.model=qwen2.5-coder-0.5b-instruct-q4km",
+SHORT_TEXTS = [
     "generate.target_words=30",
     "generate.sampling.max_tokens=70",
     "generate.description_sampling.max_tokens=24",
     "generate.rounds=2",
     "generate.commit_rows=8",
 ]
+SMALL_MODEL = ["llm.llama_cpp.model=qwen2.5-coder-0.5b-instruct-q4km", *SHORT_TEXTS]
+# Blog posts are refused every time: their slots fail quality control in every round.
+REFUSED = "I'm sorry, but I cannot write that post."
+FAKE = ["llm.backend=fake", "llm.fake.replies={'personal blog post': \"%s\"}" % REFUSED, *SHORT_TEXTS]
+# No refusals, and a pause per request, so that a kill or crash lands while the pass runs.
+SLOW_FAKE = ["llm.backend=fake", "llm.fake.seconds_per_request=0.05", *SHORT_TEXTS]
 
 
-def one_round(commit_rows: int, master: str = "local[2]") -> list[str]:
-    """SMALL_MODEL with one round and smaller commits: for the tests of kills and crashes,
-    where a second round would only add minutes (the regeneration of failed slots is
+def one_round(commit_rows: int, master: str = "local[2]", model: list[str] = SMALL_MODEL) -> list[str]:
+    """``model``'s settings with one round and smaller commits: for the tests of kills and
+    crashes, where a second round would only add minutes (the regeneration of failed slots is
     checked by the test of entries and styles)."""
-    kept = [s for s in SMALL_MODEL if not s.startswith(("generate.rounds=", "generate.commit_rows="))]
+    kept = [s for s in model if not s.startswith(("generate.rounds=", "generate.commit_rows="))]
     return [*kept, "generate.rounds=1", f"generate.commit_rows={commit_rows}", f"spark.master={master}"]
 
 
-@pytest.fixture(scope="module")
-def claims_root(spark, cfg, tmp_path_factory):
-    require_slice()
-    root = tmp_path_factory.mktemp("generate") / "lake"
-    run_cfg = cfg.with_overrides([f"lake.root={root}"])
-    lake = DeltaRsLake(spark, root=str(root))
-    run_ingest(spark, lake, run_cfg, [str(SLICE_JSON)])
-    run_claims(spark, lake, run_cfg)
-    return root
-
-
 @pytest.fixture()
-def lake_copy(spark, claims_root, tmp_path):
-    return copy_lake(spark, claims_root, tmp_path / "lake")
+def lake_copy(spark, slice_claims_root, tmp_path):
+    return copy_lake(spark, slice_claims_root, tmp_path / "lake")
 
 
 def evidence_of_first_claim(lake):
@@ -65,10 +59,11 @@ def every_slot_finished(lake) -> bool:
     return slots == {(kind, style) for kind in kinds for style in STYLES}
 
 
+@pytest.mark.model  # all-MiniLM-L6-v2 for question similarity
 def test_entries_state_their_claim_styles_come_from_passing_entries_and_reruns_do_nothing(spark, cfg, lake_copy):
     from misbench.generate.stage import claim_sentence
 
-    run_cfg = cfg.with_overrides([f"lake.root={lake_copy.root}", *SMALL_MODEL])
+    run_cfg = cfg.with_overrides([f"lake.root={lake_copy.root}", *FAKE])
     report = run_generate(spark, lake_copy, run_cfg, limit=1)
     rows = evidence_of_first_claim(lake_copy)
     claim = lake_copy.read("claims").orderBy("claim_id").first()
@@ -83,7 +78,7 @@ def test_entries_state_their_claim_styles_come_from_passing_entries_and_reruns_d
     for r in entries:  # the model continued a reply that opens with the sentence to state
         if r.error is None:
             assert r.text.startswith(opening[r.kind]), (r.kind, r.text[:120])
-        assert (r.backend, r.model) == ("llama_cpp", "qwen2.5-coder-0.5b-instruct-q4km")
+        assert (r.backend, r.model) == ("fake", "fake-echo")
     passed_entries = {i for i, r in rows.items() if r.style == "wikipedia" and verdicts[i].passed}
     styled = [r for r in rows.values() if r.style != "wikipedia"]
     assert {r.source_evidence_id for r in styled} <= passed_entries  # the paper's order
@@ -100,6 +95,9 @@ def test_entries_state_their_claim_styles_come_from_passing_entries_and_reruns_d
             assert verdicts[slot.evidence_id].passed
         if slot.attempts == 2:
             assert not slot.first_attempt_passed
+    refused = [slot for key, slot in slots.items() if key[1] == "blog"]
+    assert refused and all(s.attempts == 2 and not s.passed for s in refused)  # asked again, failed again
+    assert all(s.passed for key, s in slots.items() if key[1] == "wikipedia")
     assert report.slots == len(slots) and report.slots_passed == sum(s.passed for s in slots.values())
     assert report.slots_passed_first_attempt == sum(s.first_attempt_passed for s in slots.values())
     descriptions = lake_copy.read("semantic_description_checks").collect()
@@ -119,6 +117,8 @@ def test_entries_state_their_claim_styles_come_from_passing_entries_and_reruns_d
             assert after[evidence_id].text == row.text and after[evidence_id].attempts == row.attempts
 
 
+@pytest.mark.chaos
+@pytest.mark.model
 def test_kill_during_generation_then_rerun_loses_and_duplicates_nothing(lake_copy):
     root = str(lake_copy.root)
     command = [sys.executable, "-m", "misbench.cli", "generate", "--limit", "1", "--lake", root]
@@ -139,12 +139,16 @@ def test_kill_during_generation_then_rerun_loses_and_duplicates_nothing(lake_cop
             assert after[evidence_id].text == row.text
 
 
-@pytest.mark.parametrize("signal_name, cause", [
+@pytest.mark.chaos
+@pytest.mark.model  # the quality check between passes runs all-MiniLM-L6-v2 with either engine
+@pytest.mark.parametrize("signal_name, cause, model, engine", [
     # a crash in native code (while the engine loads, before faulthandler is on: the signal)
-    ("SIGSEGV", "Fatal Python error: Segmentation fault|killed by signal SIGSEGV"),
-    ("SIGKILL", "killed without a Python traceback"),             # what the OOM killer does
+    ("SIGSEGV", "Fatal Python error: Segmentation fault|killed by signal SIGSEGV", SLOW_FAKE, "fake model fake-echo"),
+    # what the OOM killer does, to the real model's engine
+    ("SIGKILL", "killed without a Python traceback", SMALL_MODEL, "llama_cpp model qwen2.5-coder-0.5b-instruct-q4km"),
 ])
-def test_a_crashed_engine_ends_with_a_short_error_and_keeps_committed_rows(lake_copy, signal_name, cause):
+def test_a_crashed_engine_ends_with_a_short_error_and_keeps_committed_rows(lake_copy, signal_name, cause, model,
+                                                                           engine):
     """The engine process dies for real, mid-pass, again and again (no Spark retry gets
     through: local[2] tries a task once): the command names the stage, pass, backend and
     model, the cause and what to try; the engine's faulthandler dump and Spark's Java stack
@@ -155,7 +159,7 @@ def test_a_crashed_engine_ends_with_a_short_error_and_keeps_committed_rows(lake_
 
     root = str(lake_copy.root)
     command = [sys.executable, "-m", "misbench.cli", "generate", "--limit", "1", "--lake", root]
-    for setting in one_round(commit_rows=2):
+    for setting in one_round(commit_rows=2, model=model):
         command += ["--set", setting]
     # once entries are committed, the engine processes are hit
     finished, hits = crash_workers_after_commits(command, root + "/evidence/_delta_log", 1,
@@ -168,7 +172,7 @@ def test_a_crashed_engine_ends_with_a_short_error_and_keeps_committed_rows(lake_
     # the stage and the pass the crash hit (generation, or the quality check run after it)
     assert re.search(r"misbench generate: error: (generate (descriptions|entries|styles) round \d|quality): "
                      r"the engine process running ", error), error[-2000:]
-    assert "llama_cpp model qwen2.5-coder-0.5b-instruct-q4km" in error
+    assert engine in error
     assert re.search(rf"died \(({cause})", error), error[-1500:]
     assert "rerun the same command" in error and "Try:" in error
     assert "at org.apache" not in error and "Caused by" not in error and "Traceback" not in error
@@ -185,8 +189,8 @@ def test_a_crashed_engine_ends_with_a_short_error_and_keeps_committed_rows(lake_
 
     kept = evidence_of_first_claim(lake_copy)
     assert len(kept) >= 1  # what was committed before the crash
-    if signal_name != "SIGKILL":
-        return  # the rerun after a crash is the same for both signals: checked once
+    if model is SMALL_MODEL:
+        return  # the rerun after a crash is the same for both: checked once, on the fake engine
     rerun = subprocess.run(command, cwd=PROJECT, capture_output=True, text=True)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     after = evidence_of_first_claim(lake_copy)
@@ -198,6 +202,8 @@ def test_a_crashed_engine_ends_with_a_short_error_and_keeps_committed_rows(lake_
     assert "generate entries round 1: " in rerun.stderr and "rows (" in rerun.stderr and "tokens/s" in rerun.stderr
 
 
+@pytest.mark.chaos
+@pytest.mark.model  # all-MiniLM-L6-v2 for question similarity
 def test_a_killed_engine_fails_only_its_tasks_which_spark_retries_on_a_new_engine(lake_copy):
     """With task retries (local[2,3] tries a task up to three times, as a cluster does), the
     engine killed once mid-pass costs only the tasks it was serving: the command finishes,
@@ -209,7 +215,7 @@ def test_a_killed_engine_fails_only_its_tasks_which_spark_retries_on_a_new_engin
 
     root = str(lake_copy.root)
     command = [sys.executable, "-m", "misbench.cli", "generate", "--limit", "1", "--lake", root]
-    for setting in one_round(commit_rows=2, master="local[2,3]"):
+    for setting in one_round(commit_rows=2, master="local[2,3]", model=SLOW_FAKE):
         command += ["--set", setting]
     finished, hits = crash_workers_after_commits(command, root + "/evidence/_delta_log", 1,
                                                  signal.SIGKILL, times=1)

@@ -1,7 +1,9 @@
-"""`misbench hoax-evaluate` end to end with a real small model (Qwen2.5-Coder 0.5B on
-llama.cpp), real Spark, Delta tables and a real MLflow sqlite store, on hoax questions built
-from the real slice: the three tasks, the judge and similarity, metrics with their n per label,
-resumption, and an imported question set."""
+"""`misbench hoax-evaluate` end to end with real Spark, Delta tables and a real MLflow sqlite
+store, on hoax questions built from the real slice: the three tasks, the judge and
+similarity, metrics with their n per label, resumption, and an imported question set.
+
+The answering model and the judge are the fake backend (the bookkeeping is the point here;
+run-all evaluates the real small model); similarity is the real all-MiniLM-L6-v2."""
 import pytest
 from pyspark.sql import functions as F
 
@@ -12,7 +14,9 @@ from misbench.hoax.evaluate_job import run_hoax_evaluate
 from misbench.hoax.job import run_hoax
 from tests.conftest import PROJECT, copy_lake
 
-SMALL = ["llm.llama_cpp.model=qwen2.5-coder-0.5b-instruct-q4km", "evaluate.commit_rows=8",
+pytestmark = pytest.mark.model  # all-MiniLM-L6-v2
+
+SMALL = ["llm.backend=fake", "evaluate.commit_rows=8",
          "hoax.evaluate.justification_max_tokens=60", "hoax.evaluate.json_max_tokens=90"]
 SAMPLE = PROJECT / "tests" / "data" / "multihoax-release-sample.jsonl"
 
@@ -73,7 +77,7 @@ def test_metrics_match_the_answers_with_their_n_per_label(evaluated):
         assert rows and sum(m.n for m in rows) == len(choice)
     for j in judged.values():
         assert j.judge_yes_probability is not None and j.names_premise == (j.judge_yes_probability >= 0.5)
-        assert -1.0 <= j.similarity <= 1.0 and j.judge_model == "qwen2.5-coder-0.5b-instruct-q4km"
+        assert -1.0 <= j.similarity <= 1.0 and j.judge_model == "fake-echo"
 
 
 def test_mlflow_run_has_a_nested_run_per_task_with_figures(evaluated):
@@ -84,7 +88,7 @@ def test_mlflow_run_has_a_nested_run_per_task_with_figures(evaluated):
     lake, run_cfg, (report,) = evaluated
     experiment = open_experiment(run_cfg)
     parent = mlflow.get_run(report.mlflow_run_id)
-    assert parent.data.params["model"] == "qwen2.5-coder-0.5b-instruct-q4km" and parent.data.params["temperature"] == "0.0"
+    assert parent.data.params["model"] == "fake-echo" and parent.data.params["temperature"] == "0.0"
     assert parent.data.metrics["hoax_choice/accuracy"] == pytest.approx(report.headline["choice"][1])
     children = mlflow.search_runs([experiment], filter_string=f"tags.mlflow.parentRunId = '{report.mlflow_run_id}'")
     assert set(children["tags.mlflow.runName"]) == {"hoax_choice", "hoax_justification", "hoax_json"}

@@ -19,6 +19,8 @@ from misbench.ingest.job import run_ingest
 from misbench.lake import DeltaRsLake
 from tests.conftest import PROJECT, SLICE_JSON, copy_lake, require_slice
 
+pytestmark = pytest.mark.slow  # hoax jobs over lakes built from the real slice
+
 CHECKS = PROJECT / "notebooks" / "hoax_checks.sql"
 SAMPLE = PROJECT / "tests" / "data" / "multihoax-release-sample.jsonl"
 _ID = re.compile(r'^\{"type":"item","id":"Q(\d+)"')

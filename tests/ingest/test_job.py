@@ -22,6 +22,8 @@ from tests.conftest import (
     require_slice,
 )
 
+pytestmark = pytest.mark.slow  # ingest jobs over the real slice
+
 
 def table_facts(lake):
     triples = lake.read("triples")
@@ -170,6 +172,7 @@ def test_glob_of_several_files(spark, lake, run_cfg, tmp_path):
     assert report.files == 2 and table_facts(lake) == EXPECTED
 
 
+@pytest.mark.chaos
 @pytest.mark.parametrize("kill_after", ["ingest_staging", "entities"])
 def test_killed_run_then_rerun_ends_as_a_clean_run(spark, tmp_path, kill_after):
     """kill -9 the job once a given table has been committed, run it again, and compare."""

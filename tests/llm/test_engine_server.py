@@ -27,6 +27,14 @@ def ask(text):
     return [{"role": "user", "content": text}]
 
 
+def wait_until_running(engine, timeout_s: float = 60) -> None:
+    """Until the engine process reports a call under way (its ``running`` count)."""
+    deadline = time.time() + timeout_s
+    while engine.info()["running"] == 0:
+        assert time.time() < deadline, "the engine never started the call"
+        time.sleep(0.05)
+
+
 @pytest.fixture()
 def llm(tmp_path):
     llm = settings(tmp_path)
@@ -34,6 +42,7 @@ def llm(tmp_path):
     stop_engines(llm)
 
 
+@pytest.mark.model
 def test_clients_share_one_engine_and_concurrent_batches_run_together(llm, monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # as PySpark sets it for a task of one core
     first = worker_backend(llm)
@@ -47,7 +56,7 @@ def test_clients_share_one_engine_and_concurrent_batches_run_together(llm, monke
     busy = threading.Thread(target=first.generate, args=(
         [ask("Count from one to one hundred in words.")], SamplingParams(temperature=0.0, max_tokens=160, min_tokens=160)))
     busy.start()
-    time.sleep(2.0)  # sent and running (it takes several seconds more)
+    wait_until_running(first)  # sent and running (it takes several seconds more)
 
     def client(name):
         try:  # each thread a task of its own: a new client, the same engine
@@ -72,6 +81,8 @@ def test_clients_share_one_engine_and_concurrent_batches_run_together(llm, monke
     assert len(scores) == 2 and all(s[0] > s[1] for s in scores)
 
 
+@pytest.mark.chaos
+@pytest.mark.model
 def test_a_killed_engine_fails_its_callers_and_the_next_client_starts_another(llm):
     engine = worker_backend(llm)
     failure = []
@@ -85,7 +96,7 @@ def test_a_killed_engine_fails_its_callers_and_the_next_client_starts_another(ll
 
     caller = threading.Thread(target=long_call)
     caller.start()
-    time.sleep(1.0)  # the call is in flight
+    wait_until_running(engine)  # the call is in flight
     os.kill(engine.pid, signal.SIGKILL)
     caller.join(timeout=60)
     assert failure and f"engine (pid {engine.pid})" in failure[0] and "Spark retries" in failure[0]
@@ -97,6 +108,7 @@ def test_a_killed_engine_fails_its_callers_and_the_next_client_starts_another(ll
     assert engine.generate([ask("Say yes.")], SHORT)[0].error is None and engine.pid == again.pid
 
 
+@pytest.mark.model
 def test_another_model_replaces_the_engine_and_an_idle_engine_exits(tmp_path):
     first = worker_backend(settings(tmp_path, "llm.engine_server.idle_seconds=300"))
     # other tasks per machine: the same engine (generation and a judge of one model share it)
@@ -151,6 +163,7 @@ def test_an_engine_that_died_loading_is_not_blamed_for_an_earlier_engines_crash(
     assert "Fatal Python error: Segmentation fault" in _log_tail(log, pid=11)
 
 
+@pytest.mark.model
 def test_a_refused_prompt_fails_only_its_own_batch_of_a_shared_call(tmp_path):
     """The engine runs several tasks' batches as one call: a prompt the engine refuses (over
     its context) fails the batch that sent it, not the others that shared the call."""
@@ -168,6 +181,7 @@ def test_a_refused_prompt_fails_only_its_own_batch_of_a_shared_call(tmp_path):
     assert refused.reply[0] == "error"
 
 
+@pytest.mark.model
 def test_a_gpu_task_frees_its_gpu_of_an_idle_engine_before_another_model_loads(tmp_path, monkeypatch):
     """The NLI scorer of quality control loads beside no engine: an engine an earlier pass or
     job task left on the task's GPU is stopped first; one on another GPU stays."""

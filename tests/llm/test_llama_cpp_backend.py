@@ -16,6 +16,7 @@ def backend():
     return load_backend(llm)
 
 
+@pytest.mark.model
 def test_generates_and_scores_options(backend):
     results = backend.generate(
         [[{"role": "user", "content": "Name the capital of France in one word."}]],
@@ -60,6 +61,7 @@ def test_installed_llama_cpp_is_a_portable_build():
     assert "AMX_INT8 = 1" not in info and "AVX512 = 1" not in info, info
 
 
+@pytest.mark.model
 @pytest.mark.parametrize("setting", [False, True])
 def test_extra_buffer_types_setting_reaches_the_engine(setting):
     llm = load_config("local", [f"llm.llama_cpp.model={MODEL}", "llm.llama_cpp.n_ctx=512",
@@ -71,6 +73,7 @@ def test_extra_buffer_types_setting_reaches_the_engine(setting):
     assert result.error is None and result.tokens_out > 0
 
 
+@pytest.mark.model
 def test_a_begun_reply_is_continued_from_its_start(backend):
     start = "Scotland lies in the country of Algeria."
     prompt = [{"role": "user", "content": "Write a long passage about Scotland."},
@@ -80,6 +83,7 @@ def test_a_begun_reply_is_continued_from_its_start(backend):
     assert result.tokens_out > 0 and "<|im_start|>" not in result.text and "assistant" not in result.text[:len(start) + 12]
 
 
+@pytest.mark.model
 def test_min_tokens_keep_a_complete_opening_from_ending_the_reply(backend):
     prompt = [{"role": "user", "content": "Reply with one short sentence about Scotland."},
               {"role": "assistant", "content": "Scotland lies in the country of Estonia."}]

@@ -1,35 +1,35 @@
-"""`misbench quality` end to end on texts generated from the real slice (Qwen 0.5B as writer
-and judge, MiniLM for similarity), plus hand-made bad texts; then the human-evaluation round
-trip through the CLI on filled CSV and XLSX sheets."""
+"""`misbench quality` end to end on texts generated from the real slice, plus hand-made bad
+texts; then the human-evaluation round trip through the CLI on filled CSV and XLSX sheets.
+
+The writer and the LLM judge are the fake backend (its judge says yes exactly when the text
+makes the statement word for word, so every verdict below is known in advance); question
+similarity is the real all-MiniLM-L6-v2. The real judge is tested in test_scorers.py and
+end to end by run-all."""
 import datetime as dt
 
 import pytest
 from pyspark.sql import functions as F
 
-from misbench.claims.job import run_claims
 from misbench.cli import main
 from misbench.generate.job import run_generate
 from misbench.generate.stage import GENERATED_SCHEMA
-from misbench.ingest.job import run_ingest
-from misbench.lake import DeltaRsLake
 from misbench.quality import human
 from misbench.quality.job import run_quality
-from tests.conftest import SLICE_JSON, copy_lake, require_slice
-from tests.generate.test_job import SMALL_MODEL
+from tests.conftest import copy_lake
+from tests.generate.test_job import FAKE, SLOW_FAKE
 from tests.quality.test_scorers import CONTRADICTING, OFF_TOPIC, SUPPORTING
 
-QUALITY = [*SMALL_MODEL, "quality.commit_rows=10"]
+QUALITY = [*FAKE, "quality.commit_rows=10"]
+
+pytestmark = pytest.mark.model  # all-MiniLM-L6-v2
 
 
 @pytest.fixture(scope="module")
-def generated_root(spark, cfg, tmp_path_factory):
-    """Ingest, claims, generation for the first claim, plus five hand-made texts about London."""
-    require_slice()
+def generated_root(spark, cfg, slice_claims_root, tmp_path_factory):
+    """The real slice's claims, generation for the first claim, plus hand-made texts about London."""
     root = tmp_path_factory.mktemp("quality") / "lake"
     run_cfg = cfg.with_overrides([f"lake.root={root}", *QUALITY])
-    lake = DeltaRsLake(spark, root=str(root))
-    run_ingest(spark, lake, run_cfg, [str(SLICE_JSON)])
-    run_claims(spark, lake, run_cfg)
+    lake = copy_lake(spark, slice_claims_root, root)
     # One round: the texts to check are what matters here, not the regeneration of failed slots.
     run_generate(spark, lake, run_cfg.with_overrides(["generate.rounds=1"]), limit=1)
     london = lake.read("claims").where("subject_label = 'London' AND hop = 1").first()
@@ -80,7 +80,7 @@ def test_every_evidence_row_gets_one_verdict_and_the_stats_add_up(checked):
         assert row.passed == (not row.reasons) == (row.failed_filter is None)
         if row.complete:
             assert row.entailment_score is not None and row.similarity_score is not None
-            assert row.entailment_model == "qwen2.5-coder-0.5b-instruct-q4km"
+            assert row.entailment_model == "fake-echo"
             assert row.similarity_model == "sentence-transformers/all-MiniLM-L6-v2"
     stats = lake.read("quality_stats").collect()
     groups = {(r.kind, r.style, r.hop) for r in stats}
@@ -194,6 +194,7 @@ def test_human_evaluation_round_trip_on_filled_csv_and_xlsx(spark, checked, tmp_
     assert "entailment_1: 'yes'" in capsys.readouterr().err
 
 
+@pytest.mark.chaos
 def test_kill_during_quality_then_rerun_loses_and_duplicates_nothing(spark, generated_root, tmp_path):
     import subprocess
     import sys
@@ -202,7 +203,7 @@ def test_kill_during_quality_then_rerun_loses_and_duplicates_nothing(spark, gene
 
     lake = copy_lake(spark, generated_root, tmp_path / "lake")
     command = [sys.executable, "-m", "misbench.cli", "quality", "--lake", lake.root,
-               "--set", "spark.master=local[2]", *[x for s in QUALITY for x in ("--set", s)],
+               "--set", "spark.master=local[2]", *[x for s in SLOW_FAKE for x in ("--set", s)],
                "--set", "quality.commit_rows=3"]
     # Generation already committed its own verdicts: the kill comes two commits of this run later.
     kill_after_commits(command, lake.root + "/evidence_qc/_delta_log", 2)

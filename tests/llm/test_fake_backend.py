@@ -1,0 +1,55 @@
+"""The fake backend: deterministic replies from the prompt, through the same interface and the
+same loader as the real backends."""
+import json
+import math
+
+from misbench.llm import SamplingParams, load_backend
+from misbench.prompts import load_prompt
+
+
+def fake(**section):
+    return load_backend({"backend": "fake", "fake": {"model": "fake-test", **section}})
+
+
+def user(text):
+    return [{"role": "system", "content": "You are careful."}, {"role": "user", "content": text}]
+
+
+def test_a_begun_reply_is_continued_without_a_new_fact_and_the_same_prompt_gives_the_same_text():
+    backend = fake()
+    assert (backend.backend, backend.model) == ("fake", "fake-test")
+    prompt = [*user("Write about Scotland."), {"role": "assistant", "content": "Scotland lies in the United Kingdom."}]
+    params = SamplingParams(max_tokens=60, min_tokens=10, seed=3)
+    (first,) = backend.generate([prompt], params)
+    (again,) = backend.generate([prompt], params)
+    assert first.text.startswith("Scotland lies in the United Kingdom. ") and first.text == again.text
+    assert 30 <= len(first.text.split()) <= 60 and first.error is None and first.tokens_out > 0
+    (other_seed,) = backend.generate([prompt], SamplingParams(max_tokens=60, min_tokens=10, seed=4))
+    assert other_seed.text != first.text  # another seed, another sample
+
+
+def test_options_get_a_letter_or_the_json_asked_for_and_a_text_to_rewrite_comes_back():
+    backend = fake()
+    options = "Question: Where?\nOptions:\nA. Paris\nB. Rome\nC. Oslo\n\nAnswer with one letter."
+    (letter,) = backend.generate([user(options)], SamplingParams())
+    assert letter.text in ("A", "B", "C")
+    (reply,) = backend.generate([user(options.replace("Answer with one letter.", "Reply with a JSON object."))],
+                                SamplingParams())
+    assert json.loads(reply.text)["answer"] in ("Paris", "Rome", "Oslo")
+    style = load_prompt("style_blog").messages({"text": "Scotland lies in the United Kingdom. It has a parliament."})
+    (rewrite,) = backend.generate([style], SamplingParams())
+    assert rewrite.text == "Scotland lies in the United Kingdom. It has a parliament."
+
+
+def test_canned_replies_win_and_the_judge_says_yes_only_to_a_statement_the_text_makes():
+    backend = fake(replies={"Which single entity": "Forth Bridge"})
+    (named,) = backend.generate([user("Passage: ...\n\nWhich single entity is this about?")], SamplingParams())
+    assert named.text == "Forth Bridge"
+    judge = load_prompt("judge_entailment")
+    text = "The Forth Bridge crosses the Firth of Forth.\n\nIt opened in 1890."
+    yes = backend.option_logprobs(judge.messages({"text": text, "statement": "It opened in 1890."}), ["Yes", "No"])
+    no = backend.option_logprobs(judge.messages({"text": text, "statement": "It opened in 1990."}), ["Yes", "No"])
+    assert yes[0] > math.log(0.5) > yes[1] and no[1] > math.log(0.5) > no[0]
+    assert abs(math.fsum(math.exp(v) for v in yes) - 1) < 1e-9
+    spread = backend.option_logprobs(user("Pick one.\nA. x\nB. y"), ["A", "B"])
+    assert spread == backend.option_logprobs(user("Pick one.\nA. x\nB. y"), ["A", "B"])
