@@ -26,6 +26,23 @@ ENGINES = tempfile.mkdtemp(prefix="misbench-test-engines-")
 os.environ["MISBENCH_ENGINE_DIR"] = ENGINES
 
 
+# Fixtures that cost a minute or more, and the markers that keep a test using them out of the
+# fast tier: a test that asks for one without such a marker is a collection error.
+EXPENSIVE_FIXTURES = {"run_all_lake": {"e2e"}, "slice_claims_root": {"slow", "model", "chaos", "e2e"},
+                      "bench_root": {"slow", "model", "chaos", "e2e"}}
+
+
+def pytest_collection_modifyitems(config, items):
+    wrong = []
+    for item in items:
+        marks = {mark.name for mark in item.iter_markers()}
+        for fixture, allowed in EXPENSIVE_FIXTURES.items():
+            if fixture in getattr(item, "fixturenames", ()) and not marks & allowed:
+                wrong.append(f"{item.nodeid} uses {fixture} but is marked none of {sorted(allowed)}")
+    if wrong:
+        raise pytest.UsageError("tests that belong outside the fast tier:\n" + "\n".join(wrong))
+
+
 def require_slice() -> None:
     if not SLICE_JSON.is_file():
         pytest.fail(f"the real Wikidata slice is missing: {SLICE_JSON}")
@@ -39,8 +56,9 @@ def test_config_overrides(tmp_path_factory):
         "spark.conf.spark.driver.memory=2g",
         f"lake.root={tmp_path_factory.mktemp('lake-default')}",
         "llm.engine_server.idle_seconds=300",
-        # more settings for one run, to try one (key=value;key=value)
-        *[s for s in os.environ.get("MISBENCH_TEST_SET", "").split(";") if s],
+        # more settings for one run, to try one (key=value;key=value); the backend stays as
+        # each test sets it (a `model` test must run its real model)
+        *[s for s in os.environ.get("MISBENCH_TEST_SET", "").split(";") if s and not s.startswith("llm.backend")],
     ]
 
 

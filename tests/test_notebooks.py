@@ -111,7 +111,7 @@ def test_every_python_cell_runs_and_plots(spark, evaluated_lake, path):
     run_cells(path)
     # a plotting notebook made figures, and each shows something (lines, bars, points, images)
     figures = [plt.figure(number) for number in plt.get_fignums()]
-    plots = any("plt." in source for kind, source in cells(path) if kind == "python")
+    plots = path.name[:3] in {f"0{n}_" for n in range(1, 6)}  # the notebooks that draw (00_setup only sets up)
     assert bool(figures) == plots, f"{path.name}: {len(figures)} figures"
     for figure in figures:
         drawn = [artist for axes in figure.axes for artist in (*axes.lines, *axes.patches, *axes.collections, *axes.images)]

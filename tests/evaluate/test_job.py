@@ -143,10 +143,13 @@ def test_a_rerun_asks_nothing_and_sql_answers_success_rate_by_style(spark, evalu
 def test_generated_answers_are_parsed_strictly(spark, cfg, bench_root, tmp_path):
     root = tmp_path / "lake"
     lake = copy_lake(spark, bench_root, root)
-    run_cfg = cfg.with_overrides([f"lake.root={root}", *FAKE, "evaluate.answer_mode=generate"])
+    # the probe is answered in words, the other settings with a letter
+    run_cfg = cfg.with_overrides([f"lake.root={root}", *FAKE, "evaluate.answer_mode=generate",
+                                  "llm.fake.replies={'Answer from what you know': 'None of these, I would say.'}"])
     (report,) = run_evaluate(spark, lake, run_cfg, settings=["probe", "single"])
     rows = lake.read("eval_responses").collect()
     assert report.answer_mode == "generate" and len(rows) == report.items > 0
+    assert {r.setting for r in rows if r.unparsed} == {"probe"} and any(not r.unparsed for r in rows)
     for row in rows:
         assert row.raw_answer is not None and row.option_logprobs is None
         assert row.unparsed == (row.chosen_letter is None)

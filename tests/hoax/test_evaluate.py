@@ -16,7 +16,9 @@ from tests.conftest import PROJECT, copy_lake
 
 pytestmark = pytest.mark.model  # all-MiniLM-L6-v2
 
-SMALL = ["llm.backend=fake", "evaluate.commit_rows=8",
+# The fake model chooses "I do not know" in the choice task, so every question also goes
+# through the justification and the judge.
+SMALL = ["llm.backend=fake", "llm.fake.replies={'Read the question carefully': 'I do not know'}", "evaluate.commit_rows=8",
          "hoax.evaluate.justification_max_tokens=60", "hoax.evaluate.json_max_tokens=90"]
 SAMPLE = PROJECT / "tests" / "data" / "multihoax-release-sample.jsonl"
 
@@ -41,6 +43,7 @@ def test_each_task_answers_every_question_once(evaluated):
         assert r.error is None and r.question_id in questions
     assert len(by_setting["hoax_choice"]) == len(by_setting["hoax_json"]) == len(questions)
     idk = {r.question_id for r in by_setting["hoax_choice"] if r.chosen_role == "idk"}
+    assert idk == set(questions)  # as the fake was told: the justification and judge run for each
     assert {r.question_id for r in by_setting.get("hoax_justification", [])} == idk
     assert len(by_setting.get("hoax_judge", [])) == len(idk)
     for r in by_setting["hoax_choice"]:
@@ -75,6 +78,7 @@ def test_metrics_match_the_answers_with_their_n_per_label(evaluated):
     for dimension in HOAX_DIMENSIONS:  # each label splits the questions: the n add up
         rows = [m for m in metrics if m.setting == "hoax_choice" and m.metric == "accuracy" and getattr(m, dimension)]
         assert rows and sum(m.n for m in rows) == len(choice)
+    assert len(judged) == len(choice) > 0
     for j in judged.values():
         assert j.judge_yes_probability is not None and j.names_premise == (j.judge_yes_probability >= 0.5)
         assert -1.0 <= j.similarity <= 1.0 and j.judge_model == "fake-echo"

@@ -53,3 +53,17 @@ def test_canned_replies_win_and_the_judge_says_yes_only_to_a_statement_the_text_
     assert abs(math.fsum(math.exp(v) for v in yes) - 1) < 1e-9
     spread = backend.option_logprobs(user("Pick one.\nA. x\nB. y"), ["A", "B"])
     assert spread == backend.option_logprobs(user("Pick one.\nA. x\nB. y"), ["A", "B"])
+
+
+def test_a_canned_reply_steers_log_probs_to_the_option_it_names_and_whole_texts_come_back():
+    backend = fake(replies={"pick the one best option": "I do not know"})
+    prompt = user("Read and pick the one best option.\nOptions:\nA. Paris\nB. I do not know\n\nAnswer with one letter.")
+    scores = backend.option_logprobs(prompt, ["A", "B"])
+    assert scores[1] > math.log(0.9) and scores[0] < math.log(0.1)
+    two_paragraphs = "Scotland lies in the United Kingdom.\n\nIt has a parliament in Edinburgh."
+    (rewrite,) = backend.generate([load_prompt("style_news").messages({"text": two_paragraphs})], SamplingParams())
+    assert rewrite.text == two_paragraphs
+    # options shown but no letter asked for (a justification): a sentence, not a letter
+    (why,) = backend.generate([user("Options:\nA. Paris\nB. Rome\n\nExplain in two sentences why you chose it.")],
+                              SamplingParams())
+    assert len(why.text.split()) > 1

@@ -6,18 +6,22 @@ behaves like a backend in every way the pipeline can see (the engine process, ro
 errors), and answers by fixed rules:
 
 - ``llm.fake.replies``: canned replies, ``{substring: reply}``; the first substring found in
-  the prompt's last user message gives the reply.
+  the prompt's last user message gives the reply (and, for log-probabilities, the option it
+  names, by letter or by the option's text, gets most of the weight);
 - a begun reply (the prompt ends with the assistant's words) is continued with neutral filler
   sentences that add no fact;
-- a prompt with lettered options (``A. ...``) is answered with one letter, or with the JSON
-  object it asks for;
-- a prompt that hands a text to rewrite (a line ``Text:`` followed by the text) gets that text
-  back unchanged, so a rewrite keeps every fact;
+- a prompt with lettered options (``A. ...``) that asks for one letter or for JSON gets one
+  letter, or the JSON object, naming an option drawn from the prompt's hash;
+- a prompt that hands a text to rewrite (a line ``Text:`` followed by the text, last in the
+  prompt) gets that text back unchanged, so a rewrite keeps every fact;
 - anything else gets a short sentence made of the prompt's own words.
 
-Log-probabilities: for a "Text: ... Statement: ..." judge prompt, the first option (yes) when
-the statement appears word for word in the text, else the second (no); otherwise a spread
-drawn from the prompt's hash. The same prompt and seed always give the same reply.
+Log-probabilities: for a "Text: ... Statement: ..." judge prompt, most weight on the first
+option (yes) when the statement appears word for word in the text, else on the second (no),
+the exact share drawn from the prompt's hash (the same text and statement, the same score);
+otherwise a spread drawn from the prompt's hash. The same prompt and seed always give the same
+reply. Rows name the model ``llm.fake.model`` only: change it along with ``replies`` where
+stored results must not be reused.
 """
 from __future__ import annotations
 
@@ -39,7 +43,8 @@ FILLER = (
     "Visitors and scholars continue to take an interest in it.",
 )
 _OPTION = re.compile(r"^([A-Z])[.)]\s+(.+)$", re.M)
-_TEXT_BLOCK = re.compile(r"^Text:[ \t]*\n(.+?)(?:\n\s*\n|\Z)", re.M | re.S)
+_TEXT_BLOCK = re.compile(r"^Text:[ \t]*\n(.+)\Z", re.M | re.S)
+_ASKS_FOR_A_CHOICE = re.compile(r"one letter|JSON", re.I)
 _JUDGED = re.compile(r"^Text:[ \t]*\n(?P<text>.+?)\n\s*\nStatement:[ \t]*(?P<statement>.+?)\s*$", re.M | re.S)
 
 
@@ -49,6 +54,10 @@ def _digest(*parts) -> int:
 
 def _words(text: str) -> list[str]:
     return re.findall(r"[\w'-]+", text.lower())
+
+
+def _last_user(messages: Messages) -> str:
+    return next((str(m.get("content") or "") for m in reversed(messages) if m.get("role") == "user"), "")
 
 
 def _contains(text: str, statement: str) -> bool:
@@ -65,12 +74,15 @@ class FakeBackend(LLMBackend):
         self.replies = {str(k): str(v) for k, v in (config.get("replies") or {}).items()}
         self.seconds_per_request = float(config.get("seconds_per_request", 0) or 0)
 
+    def _canned(self, user: str) -> str | None:
+        return next((reply for key, reply in self.replies.items() if key in user), None)
+
     def _reply(self, messages: Messages, params: SamplingParams) -> tuple[str, str]:
         head, start = split_reply_start(messages)
-        user = next((m.get("content") or "" for m in reversed(head) if m.get("role") == "user"), "")
-        for key, reply in self.replies.items():
-            if key in user:
-                return reply, "stop"
+        user = _last_user(head)
+        canned = self._canned(user)
+        if canned is not None:
+            return canned, "stop"
         pick = _digest(user, start, params.seed)
         if start is not None:
             # about 2/3 of the token budget in words, at least min_tokens
@@ -82,7 +94,7 @@ class FakeBackend(LLMBackend):
                 text, count, index = f"{text} {sentence}", count + len(sentence.split()), index // len(FILLER) + 1
             return text, "length" if count >= params.max_tokens else "stop"
         options = _OPTION.findall(user)
-        if options:
+        if options and _ASKS_FOR_A_CHOICE.search(user):
             letter, option = options[pick % len(options)]
             if "JSON" in user:
                 return json.dumps({"answer": option.strip(), "explanation": "It is the option that fits."}), "stop"
@@ -109,11 +121,16 @@ class FakeBackend(LLMBackend):
     def option_logprobs(self, prompt: Messages, options: Sequence[str]) -> list[float]:
         if self.seconds_per_request:
             time.sleep(self.seconds_per_request)
-        user = next((m.get("content") or "" for m in reversed(prompt) if m.get("role") == "user"), "")
-        judged = _JUDGED.search(user)
-        if judged and len(options) == 2:
+        user = _last_user(prompt)
+        canned, judged = self._canned(user), _JUDGED.search(user)
+        named = dict(_OPTION.findall(user))
+        if canned is not None and any(canned.strip() in (o.strip(), named.get(o.strip(), "").strip()) for o in options):
+            weights = [19.0 if canned.strip() in (o.strip(), named.get(o.strip(), "").strip()) else 1.0
+                       for o in options]
+        elif judged and len(options) == 2:
             chosen = 0 if _contains(judged.group("text"), judged.group("statement")) else 1
-            weights = [0.95 if i == chosen else 0.05 for i in range(2)]
+            share = 0.9 + 0.09 * (_digest(judged.group("text"), judged.group("statement")) % 1000) / 1000
+            weights = [share if i == chosen else 1 - share for i in range(2)]
         else:
             pick = _digest(user, *options)
             weights = [1.0 + ((pick >> (8 * i)) & 0xFF) for i in range(len(options))]
