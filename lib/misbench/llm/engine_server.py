@@ -481,12 +481,13 @@ def serve(slot: str, folder: Path, settings: dict, idle_seconds: float) -> None:
         if not batch:
             continue
         began = time.perf_counter()
-        stats["running"] = sum(len(job.request[1]) for job in batch)
+        requests = sum(len(job.request[1]) for job in batch)
+        stats["running"] = requests
         _run_batch(engine, batch)
         stats["running"] = 0
         stats["busy_s"] += time.perf_counter() - began
         stats["calls"] += 1
-        stats["requests"] += sum(len(job.request[1]) for job in batch)
+        stats["requests"] += requests
         stats["last_request"] = time.monotonic()
         for job in batch:
             job.done.set()
