@@ -39,7 +39,7 @@ WRITE_MODES = ("overwrite", "append")
 # from the product tables (a folder ``_internal`` under the root, or a schema of their own) so
 # that analysts browsing the lake or the catalog see only what they can use.
 INTERNAL_TABLES = (
-    "ingest_staging", "claim_candidates", "conflicts_staging", "generation_claims",
+    "ingest_staging", "claim_facts", "claim_candidates", "conflicts_staging", "generation_claims",
     "generation_queue_*", "generation_requests_*", "quality_queue", "eval_items", "eval_queue",
     "rtd_requests_*", "hoax_requests_*", "chunk_*", "work_*", "replace_*", "view_definitions",
 )

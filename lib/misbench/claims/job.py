@@ -80,7 +80,9 @@ def run_claims(
         F.col("value_type").isin("wikibase-entityid", "time", *stage.UNKNOWN_VALUE_TYPES)
         & F.col("property").isin(properties)
     )
-    facts = stage.resolved_facts(triples, properties, reference_date)
+    # Stored once: candidates and substitutes read the facts several times each.
+    lake.write(stage.resolved_facts(triples, properties, reference_date), "claim_facts")
+    facts = lake.read("claim_facts")
     links = lake.read("triples").where(
         (F.col("value_type") == "wikibase-entityid") & F.col("property").isin(list(cfg.get("claims.link_properties")))
         & (F.col("rank") != "deprecated")

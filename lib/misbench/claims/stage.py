@@ -564,24 +564,19 @@ def conflicts(
         .unionByName(_date_substitutes(kept, facts, seed, reference_date))
         .unionByName(_label_substitutes(kept, seed))
     )
-    count = Window.partitionBy("claim_id")
-    choices = choices.withColumn("available", F.count("*").over(count))
+    # Each claim's choices as one array in choice order (0..n-1), so the substitutes are
+    # computed once: kind i takes choice i mod n, and its irrelevant entity is the first other
+    # choice (choice 0, or 1 where 0 is taken).
+    options = choices.groupBy("claim_id").agg(F.array_sort(F.collect_list(F.struct(
+        "choice", "candidate_id", "candidate_label", "candidate_description"))).alias("options"))
     kinds = claim_kinds(F.col("changes_over_time"))
     per_kind = kept.select("claim_id", "relation", "subject_label", "subject_description",
                            "statement_template", "changes_over_time").join(
-        choices.where(F.col("available") >= 2).select("claim_id", "available").distinct(), "claim_id"
+        options.where(F.size("options") >= 2), "claim_id"
     ).select("*", F.posexplode(kinds).alias("kind_index", "kind"))
-    chosen = per_kind.withColumn("choice", F.col("kind_index") % F.col("available")).join(
-        choices.drop("available"), ["claim_id", "choice"]
-    ).drop("changes_over_time")
-    irrelevant = chosen.select("claim_id", "kind", "choice").join(
-        choices.select("claim_id", F.col("choice").alias("other"),
-                       F.col("candidate_id").alias("irrelevant_id"),
-                       F.col("candidate_label").alias("irrelevant_label")),
-        "claim_id",
-    ).where(F.col("other") != F.col("choice"))
-    first_other = Window.partitionBy("claim_id", "kind").orderBy("other")
-    irrelevant = irrelevant.withColumn("n", F.row_number().over(first_other)).where("n = 1").drop("n", "other", "choice")
+    picked = F.col("kind_index") % F.size("options")
+    chosen = per_kind.withColumn("chosen", F.element_at("options", picked + 1)).withColumn(
+        "other", F.element_at("options", F.when(picked == 0, 2).otherwise(1)))
     years = F.pmod(_hash(F.col("claim_id"), "from", seed), F.lit(10)) + 1
     months = F.pmod(_hash(F.col("claim_id"), "month", seed), F.lit(12))
     span = F.pmod(_hash(F.col("claim_id"), "span", seed), F.lit(15)) + 1
@@ -589,17 +584,17 @@ def conflicts(
     temporal = F.col("kind") == "temporal"
     semantic = F.col("kind") == "semantic"
     return (
-        chosen.join(irrelevant, ["claim_id", "kind"])
-        .join(F.broadcast(templates.select("relation", F.col("statement").alias("template"))),
+        chosen.join(F.broadcast(templates.select("relation", F.col("statement").alias("template"))),
               "relation", "left")
         .withColumn("template", F.coalesce("statement_template", "template"))
         .select(
             "claim_id", "kind",
-            F.col("candidate_id").alias("object_id"),
-            F.col("candidate_label").alias("object_label"),
-            F.col("candidate_description").alias("object_description"),
-            fill(F.col("template"), F.col("subject_label"), F.col("candidate_label")).alias("statement"),
-            "irrelevant_id", "irrelevant_label",
+            F.col("chosen.candidate_id").alias("object_id"),
+            F.col("chosen.candidate_label").alias("object_label"),
+            F.col("chosen.candidate_description").alias("object_description"),
+            fill(F.col("template"), F.col("subject_label"), F.col("chosen.candidate_label")).alias("statement"),
+            F.col("other.candidate_id").alias("irrelevant_id"),
+            F.col("other.candidate_label").alias("irrelevant_label"),
             F.when(temporal, valid_from).alias("valid_from"),
             F.when(temporal, F.add_months(valid_from, (span * 12).cast("int"))).alias("valid_until"),
             F.when(semantic, F.col("subject_description")).alias("subject_description"),
