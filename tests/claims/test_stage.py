@@ -145,6 +145,19 @@ def test_conflicts_are_same_type_never_true_and_deterministic(spark):
             else:
                 assert r.valid_from is None
             assert (r.subject_description is not None) == (r.kind == "semantic")
+    # kind i takes choice i mod n of the claim's substitutes; its irrelevant entity is the
+    # lowest-numbered other choice
+    choices = {}
+    for r in stage.substitutes(candidates.where("candidate_reason = 'kept'"), facts, names, seed=7).collect():
+        choices.setdefault(r.claim_id, {})[r.choice] = r.candidate_id
+    for claim_id, rows in by_claim.items():
+        numbered = choices[claim_id]
+        assert sorted(numbered) == list(range(len(numbered)))
+        kinds = [k for k in stage.CONFLICT_KINDS if k != "temporal" or truth[claim_id].changes_over_time]
+        for r in rows:
+            picked = kinds.index(r.kind) % len(numbered)
+            assert r.object_id == numbered[picked]
+            assert r.irrelevant_id == numbered[1 if picked == 0 else 0]
     different_seed = stage.conflicts(candidates, facts, names, templates, 8, "2026-01-01").collect()
     assert sorted(tuple(r) for r in different_seed) != first
 

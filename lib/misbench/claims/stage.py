@@ -566,7 +566,8 @@ def conflicts(
     )
     # Each claim's choices as one array in choice order (0..n-1), so the substitutes are
     # computed once: kind i takes choice i mod n, and its irrelevant entity is the first other
-    # choice (choice 0, or 1 where 0 is taken).
+    # choice (choice 0, or 1 where 0 is taken). Structs sort by their first field: `choice`
+    # comes first, and is unique per claim (one source numbers a claim's choices 0..n-1).
     options = choices.groupBy("claim_id").agg(F.array_sort(F.collect_list(F.struct(
         "choice", "candidate_id", "candidate_label", "candidate_description"))).alias("options"))
     kinds = claim_kinds(F.col("changes_over_time"))
