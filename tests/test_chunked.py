@@ -2,6 +2,8 @@
 import logging
 import time
 
+from pyspark.sql import functions as F
+
 from misbench.chunked import PassProgress, WorkerCrashed, worker_crash_cause
 
 # What Spark 4 puts into the driver-side error when a Python worker dies (abridged, real wording).
@@ -78,8 +80,9 @@ def test_chunks_append_new_keys_merge_only_known_ones_and_recover_after_a_kill(s
         for batch in batches:
             yield pd.DataFrame({"key": batch["key"], "value": "new"})
 
-    counted = [chunk.count() for chunk in run_chunks(lake, queue, 40, produce, schema, "target", "key",
-                                                     5, 2, label="test", engine="none")]
+    counted = [chunk["rows"] for chunk in run_chunks(lake, queue, 40, produce, schema, "target", "key",
+                                                     5, 2, label="test", engine="none",
+                                                     totals={"new": F.sum((F.col("value") == "new").cast("int"))})]
     assert sum(counted) == 40 and len(counted) == 8
     rows = lake.read("target").collect()
     assert sorted(r.key for r in rows) == sorted(f"k{i}" for i in range(40))
@@ -98,3 +101,36 @@ def test_chunks_append_new_keys_merge_only_known_ones_and_recover_after_a_kill(s
     rows = {r.key: r.value for r in lake.read("target").collect()}
     assert len(rows) == 41 == lake.read("target").count() and rows["k3"] == rows["k99"] == "later"
     assert not lake.exists("chunk_target")
+
+
+def test_a_pass_that_fits_one_chunk_reads_the_queue_as_it_is_and_still_merges_known_keys(spark, lake):
+    """One chunk: no work table is stored; the keys the target holds are still merged (not
+    doubled), and the chunk's sums come back with its row count."""
+    import pandas as pd
+
+    from misbench.chunked import run_chunks
+
+    schema = "key string, value string"
+    lake.write(spark.createDataFrame([(f"k{i}", "old") for i in range(4)], schema), "target")
+    lake.write(spark.createDataFrame([(f"k{i}",) for i in range(2, 8)], "key string"), "queue")
+    writes = []
+    original = lake.write
+
+    def recording_write(df, name, *args, **kwargs):
+        writes.append(name)
+        return original(df, name, *args, **kwargs)
+
+    lake.write = recording_write
+
+    def produce(batches):
+        for batch in batches:
+            yield pd.DataFrame({"key": batch["key"], "value": "new"})
+
+    chunks = list(run_chunks(lake, lake.read("queue"), 6, produce, schema, "target", "key", 10, 2,
+                             label="test", engine="none",
+                             totals={"new": F.sum((F.col("value") == "new").cast("int"))}))
+    assert [(c["rows"], c["new"]) for c in chunks] == [(6, 6)]
+    assert "work_target" not in writes
+    rows = {r.key: r.value for r in lake.read("target").collect()}
+    assert rows == {"k0": "old", "k1": "old", **{f"k{i}": "new" for i in range(2, 8)}}
+    assert lake.read("target").count() == 8

@@ -16,7 +16,7 @@ import threading
 import time
 from typing import Callable, Iterator
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
 from misbench.lake import Lake
@@ -169,16 +169,20 @@ def run_chunks(
     lake: Lake, queue: DataFrame, total: int, function: Callable, schema: str, target: str, key: str,
     chunk_rows: int, tasks: int, gpus_per_task: float = 0, *, label: str, engine: str,
     units_column: str | None = None, unit: str = "texts", progress_every_s: float = 30.0,
-) -> Iterator[DataFrame]:
+    totals: dict[str, Column] | None = None,
+) -> Iterator[Row]:
     """Run ``function`` over ``queue`` (``total`` rows) chunk by chunk; each chunk's output is
-    committed into ``target`` and then yielded (read back) for accounting.
+    committed into ``target``, then summed in one Spark job and yielded: ``rows``, ``units``
+    and the caller's ``totals`` (aggregate columns over the chunk's output, by name).
 
     A commit costs what its chunk costs, however large ``target`` has grown: the tasks write
     the chunk's files and the driver commits only their names (no rows pass through it). Rows
     of new keys are appended; only keys ``target`` already holds (a failed row retried, a text
     checked again under new settings) are merged by key, which reads the target; those are
     rare, and wait in ``replace_<target>`` to be merged once at the end of the pass. The queue
-    is stored once more, partitioned by chunk, so a chunk reads only its own rows.
+    is stored once more, partitioned by chunk, so a chunk reads only its own rows; a pass
+    that fits one chunk reads the queue as it is (``queue`` must be a stored table's rows:
+    it is read again after the chunk is committed).
 
     ``label`` names the pass and ``engine`` the model in progress lines and in the
     ``WorkerCrashed`` error raised when a Python worker dies; ``units_column`` (e.g.
@@ -193,11 +197,15 @@ def run_chunks(
     else:
         queue = queue.withColumn("_replaces", F.lit(None).cast("boolean"))
     queue = queue.withColumn("_replaces", F.coalesce("_replaces", F.lit(False)))
-    # Each chunk's rows together: one file per chunk, however many chunks.
-    lake.write(queue.repartition("_chunk").sortWithinPartitions("_chunk"), work_table, partition_by=["_chunk"])
-    work = lake.read(work_table)
+    if chunks > 1:
+        # Each chunk's rows together: one file per chunk, however many chunks.
+        lake.write(queue.repartition("_chunk").sortWithinPartitions("_chunk"), work_table, partition_by=["_chunk"])
+        work = lake.read(work_table)
+    else:  # small passes (most of them): one Spark job and one commit fewer
+        work = queue
     # Which chunks hold keys the target has (rare): the others commit by append alone.
-    replacing = {row["_chunk"] for row in work.where("_replaces").select("_chunk").distinct().collect()}
+    replacing = {row["_chunk"] for row in work.where("_replaces").select("_chunk").distinct().collect()} \
+        if lake.exists(target) else set()
     profile = gpu_profile(float(gpus_per_task)) if gpus_per_task else None
     progress = PassProgress(label, total, progress_every_s, unit)
     for chunk in range(chunks):
@@ -218,8 +226,10 @@ def run_chunks(
                 lake.write(written.join(replaced, key, "left_semi").coalesce(1), replace_table, mode="append")
             else:
                 lake.write(written.coalesce(1), target, mode="append")
-            done = written.agg(F.count("*").alias("rows"),
-                               (F.sum(units_column) if units_column else F.count("*")).alias("units")).first()
+            done = written.agg(
+                F.count("*").alias("rows"),
+                (F.sum(units_column) if units_column else F.count("*")).alias("units"),
+                *[column.alias(name) for name, column in (totals or {}).items()]).first()
         except Exception as error:
             cause = worker_crash_cause(error)
             if cause is not None:
@@ -228,12 +238,12 @@ def run_chunks(
         finally:
             progress.stop()  # whatever ends the chunk, the heartbeat ends with it
         progress.chunk_finished(int(done["rows"]), float(done["units"] or 0))
-        yield written
+        yield done
     if lake.exists(replace_table):
         lake.upsert(lake.read(replace_table), target, [key])
         lake.drop(replace_table)
     lake.drop(chunk_table)
-    lake.drop(work_table)
+    lake.drop(work_table)  # also one a killed run with more chunks left behind
     # A file per chunk: merged before analysts read the table. Only an optimisation, after
     # everything is committed: a failure (another job merging into the target at the same
     # time, an engine without OPTIMIZE) costs nothing but small files, so it is logged.

@@ -37,6 +37,13 @@ def one_round(commit_rows: int, master: str = "local[2]", model: list[str] = SMA
     return [*kept, "generate.rounds=1", f"generate.commit_rows={commit_rows}", f"spark.master={master}"]
 
 
+def larger_commits(command: list[str]) -> list[str]:
+    """The same command with the default commits: a rerun after a kill or crash needs no small
+    chunks (they only make the kill land mid-pass), and each chunk costs seconds of Spark jobs."""
+    at = command.index(next(part for part in command if part.startswith("generate.commit_rows=")))
+    return [*command[:at], "generate.commit_rows=8", *command[at + 1:]]
+
+
 @pytest.fixture()
 def lake_copy(spark, slice_claims_root, tmp_path):
     return copy_lake(spark, slice_claims_root, tmp_path / "lake")
@@ -128,7 +135,7 @@ def test_kill_during_generation_then_rerun_loses_and_duplicates_nothing(lake_cop
     before = evidence_of_first_claim(lake_copy)
     assert 0 < len(before) and not lake_copy.exists("evidence_slots"), "the kill did not land mid-generation"
 
-    rerun = subprocess.run(command, cwd=PROJECT, capture_output=True, text=True)
+    rerun = subprocess.run(larger_commits(command), cwd=PROJECT, capture_output=True, text=True)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     after = evidence_of_first_claim(lake_copy)
     assert len(after) >= len(before) and every_slot_finished(lake_copy)
@@ -191,7 +198,7 @@ def test_a_crashed_engine_ends_with_a_short_error_and_keeps_committed_rows(lake_
     assert len(kept) >= 1  # what was committed before the crash
     if model is SMALL_MODEL:
         return  # the rerun after a crash is the same for both: checked once, on the fake engine
-    rerun = subprocess.run(command, cwd=PROJECT, capture_output=True, text=True)
+    rerun = subprocess.run(larger_commits(command), cwd=PROJECT, capture_output=True, text=True)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     after = evidence_of_first_claim(lake_copy)
     assert len(after) >= len(kept) and every_slot_finished(lake_copy)

@@ -214,7 +214,9 @@ def test_kill_during_quality_then_rerun_loses_and_duplicates_nothing(spark, gene
     handmade = [e for e in before if e.startswith("handmade-")]
     assert 0 < len(handmade) < 7 and len(before) < evidence, "the kill did not land mid-run"
 
-    rerun = subprocess.run(command, cwd=PROJECT, capture_output=True, text=True)
+    # the rerun in one chunk and without pauses: only the kill needed them
+    rerun = subprocess.run([*command, "--set", "quality.commit_rows=16", "--set", "llm.fake.seconds_per_request=0"],
+                           cwd=PROJECT, capture_output=True, text=True)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     after = {r.evidence_id: r.checked_at for r in lake.read("evidence_qc").collect()}
     assert len(after) == lake.read("evidence_qc").count() == evidence  # one verdict each, no duplicates

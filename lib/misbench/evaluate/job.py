@@ -223,7 +223,7 @@ def answer_items(lake: Lake, options: dict, llm: dict, model: str, mode: str, it
         if lake.exists("eval_responses") else None
     lake.write(pending_rows(keyed, done, "response_id", int(options["max_attempts"])), "eval_queue")
     queue = lake.read("eval_queue")
-    total = queue.count()
+    total = lake.row_count("eval_queue")
     if total:
         for _ in run_chunks(lake, queue, total, produce, stage.RESPONSE_SCHEMA, "eval_responses",
                             "response_id", int(options["commit_rows"]), int(options["tasks"]),

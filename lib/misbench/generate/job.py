@@ -79,7 +79,7 @@ class Generator:
         self.lake.write(stage.pending_requests(requests, done, int(settings["max_attempts"])),
                         f"generation_queue_{target}")
         queue = self.lake.read(f"generation_queue_{target}")
-        total = queue.count()
+        total = self.lake.row_count(f"generation_queue_{target}")
         if total == 0:
             log.info("generate %s: nothing to do", name)
             return 0
@@ -89,17 +89,13 @@ class Generator:
         )
         started = time.perf_counter()
         totals = {"rows": 0, "failed": 0, "tokens_in": 0, "tokens_out": 0, "worker_s": 0.0}
-        for written in run_chunks(self.lake, queue, total, produce, stage.GENERATED_SCHEMA, target,
+        sums = {"failed": F.sum(F.col("error").isNotNull().cast("long")), "tokens_in": F.sum("tokens_in"),
+                "tokens_out": F.sum("tokens_out"), "worker_s": F.sum("latency_s")}
+        for summary in run_chunks(self.lake, queue, total, produce, stage.GENERATED_SCHEMA, target,
                                   "evidence_id", int(settings["commit_rows"]), int(settings["tasks"]),
                                   float(settings["gpus_per_task"] or 0), label=f"generate {name}",
                                   engine=engine_name(self.llm), units_column="tokens_out", unit="tokens",
-                                  progress_every_s=float(settings["progress_seconds"])):
-            summary = written.agg(
-                F.count("*").alias("rows"),
-                F.sum(F.col("error").isNotNull().cast("long")).alias("failed"),
-                F.sum("tokens_in").alias("tokens_in"), F.sum("tokens_out").alias("tokens_out"),
-                F.sum("latency_s").alias("worker_s"),
-            ).first()
+                                  progress_every_s=float(settings["progress_seconds"]), totals=sums):
             for key in totals:
                 totals[key] += summary[key] or 0
         self.generated += totals["rows"]
@@ -215,7 +211,7 @@ def run_generate(spark: SparkSession, lake: Lake, cfg: Config, limit: int | None
                                             int(settings["target_words"]), model, params.key()),
         write, rounds))
     if lake.exists("evidence"):
-        run_quality(spark, lake, cfg)  # verdicts current for the settings in force
+        run_quality(spark, lake, cfg, report=False)  # verdicts current for the settings in force
     for round_index in range(rounds):
         requests = round_requests(entries, round_index)
         passed = passing(entries, entry_hashes)
@@ -223,7 +219,7 @@ def run_generate(spark: SparkSession, lake: Lake, cfg: Config, limit: int | None
             requests = requests.join(passed.select("claim_id", "kind"), ["claim_id", "kind"], "left_anti")
         if generator.run(f"entries round {round_index + 1}", requests, "evidence",
                          replace(write, seed=write.seed + round_index)):
-            run_quality(spark, lake, cfg)
+            run_quality(spark, lake, cfg, report=False)
 
     # 3. Style rewrites of the entries that passed, checked the same way.
     sources = passing(entries, entry_hashes)
@@ -239,7 +235,7 @@ def run_generate(spark: SparkSession, lake: Lake, cfg: Config, limit: int | None
                                      ["claim_id", "kind", "style"], "left_anti")
         if generator.run(f"styles round {round_index + 1}", requests, "evidence",
                          replace(write, seed=write.seed + round_index)):
-            run_quality(spark, lake, cfg)
+            run_quality(spark, lake, cfg, report=False)
 
     # 4. Which slots hold a passing text: these claims' rows replaced, others kept.
     verdicts = _verdicts(lake)

@@ -77,7 +77,9 @@ def judge_engine_name(settings: dict) -> str:
     return f"{judge} and embedding model {settings['similarity']['model']}"
 
 
-def run_quality(spark: SparkSession, lake: Lake, cfg: Config) -> QualityReport:
+def run_quality(spark: SparkSession, lake: Lake, cfg: Config, report: bool = True) -> QualityReport | None:
+    """Check what has no current verdict; ``report=False`` (generation's checks between its
+    passes) skips the counting of the report, four Spark jobs nobody reads there."""
     settings = resolved_settings(cfg)
     inputs = stage.qc_inputs(lake.read("evidence"), lake.read("claims"), lake.read("conflicts"),
                              results_key(settings))
@@ -93,26 +95,31 @@ def run_quality(spark: SparkSession, lake: Lake, cfg: Config) -> QualityReport:
                             ["evidence_id", "qc_key"], "left_anti")
     lake.write(queue, "quality_queue")
     queue = lake.read("quality_queue")
-    total = queue.count()
+    total = lake.row_count("quality_queue")
     checked = 0
     run_started = dt.datetime.now(dt.timezone.utc)
-    for written in run_chunks(lake, queue, total, stage.check_batches(settings), stage.QC_SCHEMA,
-                              "evidence_qc", "evidence_id", int(settings["commit_rows"]),
-                              int(settings["tasks"]), float(settings["gpus_per_task"] or 0),
-                              label="quality", engine=judge_engine_name(settings),
-                              progress_every_s=float(settings["progress_seconds"])):
-        checked += written.count()
+    for chunk in run_chunks(lake, queue, total, stage.check_batches(settings), stage.QC_SCHEMA,
+                            "evidence_qc", "evidence_id", int(settings["commit_rows"]),
+                            int(settings["tasks"]), float(settings["gpus_per_task"] or 0),
+                            label="quality", engine=judge_engine_name(settings),
+                            progress_every_s=float(settings["progress_seconds"])):
+        checked += chunk["rows"]
     current = lake.read("evidence_qc").join(inputs.select("evidence_id", "qc_key"),
                                             ["evidence_id", "qc_key"], "left_semi")
     lake.write(stage.quality_stats(current), "quality_stats")
+    if not report:
+        return None
     stats = lake.read("quality_stats").groupBy("step", "filter").agg(
         F.sum("rows_in").alias("rows_in"), F.sum("rows_dropped").alias("dropped")).orderBy("step").collect()
-    evidence = inputs.count()
-    return QualityReport(
-        evidence=evidence,
-        checked=checked,
-        passed=current.where("passed").count(),
-        dropped_by_filter={row["filter"]: int(row["dropped"]) for row in stats},
+    verdicts = current.agg(
+        F.sum(F.col("passed").cast("long")).alias("passed"),
         # Distinct engine loads among the rows this run checked.
-        model_loads=current.where(F.col("checked_at") >= F.lit(run_started)).select("load_id").distinct().count(),
+        F.countDistinct(F.when(F.col("checked_at") >= F.lit(run_started), F.col("load_id"))).alias("loads"),
+    ).first()
+    return QualityReport(
+        evidence=inputs.count(),
+        checked=checked,
+        passed=int(verdicts["passed"] or 0),
+        dropped_by_filter={row["filter"]: int(row["dropped"]) for row in stats},
+        model_loads=int(verdicts["loads"]),
     )
