@@ -86,3 +86,27 @@ def test_views_wait_for_their_tables_and_are_then_queryable(demo_lake, capsys):
     assert "not yet" in out and "answers_flat" in out  # no evaluation in this lake yet
     assert main(["sql", "--lake", demo_lake, "SELECT * FROM headline_metrics"]) == 2
     assert "TABLE_OR_VIEW_NOT_FOUND" in capsys.readouterr().err
+
+
+def test_sql_registers_only_what_the_query_names_through_views_too(demo_lake, tmp_path, capsys):
+    """`misbench sql` reads the tables its query names, and those of the stored views it names,
+    a view over a view included, in any letter case; the lake's other tables stay unread."""
+    import shutil
+
+    from misbench.config import load_config
+    from misbench.lake import DeltaRsLake, _registered_views
+    from misbench.spark import get_spark
+
+    root = tmp_path / "lake"
+    shutil.copytree(demo_lake, root)
+    lake = DeltaRsLake(get_spark(load_config("local", ["spark.master=local[2]"])), root=str(root))
+    lake.register_views_of_tables()
+    lake.store_view("berlin_triples", "SELECT * FROM triples WHERE subject_id = 'Q64'")
+    lake.register_stored_views()  # the next view reads this one
+    lake.store_view("berlin_properties", "SELECT DISTINCT property FROM Berlin_Triples")
+    assert main(["sql", "--lake", str(root), "--format", "json", "SELECT count(*) AS n FROM BERLIN_properties"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["n"] > 0
+    assert _registered_views == {"triples", "berlin_triples", "berlin_properties"}
+    assert main(["sql", "--lake", str(root), "--format", "json", "SELECT count(*) AS n FROM entities"]) == 0
+    assert json.loads(capsys.readouterr().out) == [{"n": 49}]
+    assert _registered_views == {"entities"}

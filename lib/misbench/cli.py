@@ -476,7 +476,7 @@ def _cmd_tables(args) -> int:
 
 def _cmd_sql(args) -> int:
     _, spark, lake = _open(args)
-    lake.register_views()
+    lake.register_views(for_query=args.query)
     result = spark.sql(args.query)
     columns = result.columns
     rows = [row.asDict(recursive=True) for row in result.collect()]

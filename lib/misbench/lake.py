@@ -54,6 +54,8 @@ def is_internal(name: str) -> bool:
     return any(fnmatch.fnmatchcase(name, pattern) for pattern in INTERNAL_TABLES)
 
 _SAFE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# A word of SQL that could be a table's or a view's name (names are letters, digits, underscores).
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SAFE_PARTITION_VALUE = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
 
@@ -143,10 +145,30 @@ class Lake(ABC):
             for name in names
         ]
 
-    def register_views(self) -> list[str]:
+    def register_views(self, for_query: str | None = None) -> list[str]:
         """Expose every existing table, internal ones included, as a temporary view named
-        after it (for SQL); then the analyst views stored in the lake (see misbench.views)."""
-        return self.register_views_of_tables() + self.register_stored_views()
+        after it (for SQL); then the analyst views stored in the lake (see misbench.views).
+
+        ``for_query``: only what that SQL names, directly or through the stored views it
+        names (what ``misbench sql`` runs): a query then costs what its own tables cost, not
+        a read of every table in the lake."""
+        names = None if for_query is None else self._names_used_by(for_query)
+        return self.register_views_of_tables(names) + self.register_stored_views(names)
+
+    def _names_used_by(self, sql: str) -> set[str]:
+        """Every word of ``sql`` that could name a table or view, and those of the stored
+        views it names, transitively (a word that names nothing costs nothing)."""
+        definitions = {}
+        if self.exists("view_definitions"):
+            definitions = {row["name"].lower(): row["sql"] for row in self.read("view_definitions").collect()}
+        names, pending = set(), [sql]
+        while pending:
+            for word in _WORD.findall(pending.pop().lower()):  # SQL names are case-insensitive
+                if word not in names:
+                    names.add(word)
+                    if word in definitions:
+                        pending.append(definitions[word])
+        return names
 
     # Analyst views: SQL over the product tables by their bare names. A catalog keeps them as
     # views of its own; a folder lake keeps their definitions in an internal table
@@ -161,31 +183,44 @@ class Lake(ABC):
             [(name, sql, _now())], "name string, sql string, stored_at timestamp")
         self.upsert(definition, "view_definitions", ["name"])
 
-    def register_stored_views(self) -> list[str]:
-        """Temporary views for the stored analyst views whose tables exist."""
+    def register_stored_views(self, names: set[str] | None = None) -> list[str]:
+        """Temporary views for the stored analyst views whose tables exist (with ``names``:
+        only those among them)."""
         from pyspark.errors import AnalysisException
 
         if not self.exists("view_definitions"):
             return []
         registered = []
-        for row in self.read("view_definitions").orderBy("name").collect():
-            try:
-                self.spark.sql(row["sql"]).createOrReplaceTempView(row["name"])
-                _registered_views.add(row["name"])
-                registered.append(row["name"])
-            except AnalysisException as exc:
-                if "TABLE_OR_VIEW_NOT_FOUND" in str(exc):  # over a table not written yet
+        waiting = [row for row in self.read("view_definitions").orderBy("name").collect()
+                   if names is None or row["name"].lower() in names]
+        # A view over another view waits for it: rounds until one registers nothing new.
+        while waiting:
+            missing = []
+            for row in waiting:
+                try:
+                    self.spark.sql(row["sql"]).createOrReplaceTempView(row["name"])
+                    _registered_views.add(row["name"])
+                    registered.append(row["name"])
+                except AnalysisException as exc:
+                    if "TABLE_OR_VIEW_NOT_FOUND" in str(exc):  # over a table not written yet
+                        missing.append(row)
+                    else:
+                        log.warning("view %s could not be registered: %s", row["name"], str(exc).splitlines()[0])
+            if len(missing) == len(waiting):
+                for row in missing:
                     log.debug("view %s skipped: its tables are not all there", row["name"])
-                else:
-                    log.warning("view %s could not be registered: %s", row["name"], str(exc).splitlines()[0])
+                break
+            waiting = missing
         return registered
 
-    def register_views_of_tables(self) -> list[str]:
+    def register_views_of_tables(self, names: set[str] | None = None) -> list[str]:
+        """Every table as a temporary view (with ``names``: only those among them)."""
         # Views left by another lake in the same session would answer for tables this one lacks.
         for name in list(_registered_views):
             self.spark.catalog.dropTempView(name)
             _registered_views.discard(name)
-        names = sorted(set(self.discovered_tables()) | set(self.discovered_tables(internal=True)))
+        found = set(self.discovered_tables()) | set(self.discovered_tables(internal=True))
+        names = sorted(found if names is None else {name for name in found if name.lower() in names})
         for name in names:
             self.read(name).createOrReplaceTempView(name)
             _registered_views.add(name)
@@ -765,14 +800,14 @@ class SparkDeltaLake(Lake):
             self.spark.catalog.setCurrentCatalog(catalog)
             self.spark.catalog.setCurrentDatabase(database)
 
-    def register_stored_views(self) -> list[str]:
+    def register_stored_views(self, names: set[str] | None = None) -> list[str]:
         if not self.by_name:
-            return super().register_stored_views()
-        names = _view_names(self.spark, self.namespace)
-        for name in names:
+            return super().register_stored_views(names)
+        views = [name for name in _view_names(self.spark, self.namespace) if names is None or name.lower() in names]
+        for name in views:
             self.spark.read.table(f"{self.namespace}.`{name}`").createOrReplaceTempView(name)
             _registered_views.add(name)
-        return names
+        return views
 
     def discovered_tables(self, internal: bool = False) -> list[str]:
         if self.by_name:
