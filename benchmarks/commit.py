@@ -74,7 +74,7 @@ def main() -> None:
             now = time.perf_counter()
             times.append(now - last)
             last = now
-        append_s = statistics.median(times[1:] or times)  # the first also stores the queue
+        append_s = statistics.median(times[1:] or times)  # the first also stores the queue (several chunks)
         # the old loop (before issue 14): the chunk stored, then merged by key into the target
         merge_times, last = [], time.perf_counter()
         chunked = queue.withColumn("_chunk", F.pmod(F.xxhash64("evidence_id"), F.lit(args.chunks)))

@@ -80,10 +80,9 @@ def test_chunks_append_new_keys_merge_only_known_ones_and_recover_after_a_kill(s
         for batch in batches:
             yield pd.DataFrame({"key": batch["key"], "value": "new"})
 
-    counted = [chunk["rows"] for chunk in run_chunks(lake, queue, 40, produce, schema, "target", "key",
-                                                     5, 2, label="test", engine="none",
-                                                     totals={"new": F.sum((F.col("value") == "new").cast("int"))})]
-    assert sum(counted) == 40 and len(counted) == 8
+    chunks = list(run_chunks(lake, queue, 40, produce, schema, "target", "key", 5, 2, label="test", engine="none",
+                             totals={"new": F.sum((F.col("value") == "new").cast("int"))}))
+    assert sum(c["rows"] for c in chunks) == sum(c["new"] for c in chunks) == 40 and len(chunks) == 8
     rows = lake.read("target").collect()
     assert sorted(r.key for r in rows) == sorted(f"k{i}" for i in range(40))
     assert {r.value for r in rows} == {"new"}

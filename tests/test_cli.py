@@ -110,3 +110,6 @@ def test_sql_registers_only_what_the_query_names_through_views_too(demo_lake, tm
     assert main(["sql", "--lake", str(root), "--format", "json", "SELECT count(*) AS n FROM entities"]) == 0
     assert json.loads(capsys.readouterr().out) == [{"n": 49}]
     assert _registered_views == {"entities"}
+    # a query that names no table of the lake sees them all, as before
+    assert main(["sql", "--lake", str(root), "--format", "json", "SHOW TABLES"]) == 0
+    assert {"entities", "triples", "berlin_properties"} <= {r["tableName"] for r in json.loads(capsys.readouterr().out)}

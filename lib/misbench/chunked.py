@@ -182,7 +182,7 @@ def run_chunks(
     rare, and wait in ``replace_<target>`` to be merged once at the end of the pass. The queue
     is stored once more, partitioned by chunk, so a chunk reads only its own rows; a pass
     that fits one chunk reads the queue as it is (``queue`` must be a stored table's rows:
-    it is read again after the chunk is committed).
+    it is read again, with the target's keys, after the chunk is stored).
 
     ``label`` names the pass and ``engine`` the model in progress lines and in the
     ``WorkerCrashed`` error raised when a Python worker dies; ``units_column`` (e.g.
@@ -221,9 +221,12 @@ def run_chunks(
             if chunk in replacing:
                 # Rows replacing ones the target holds wait in a side table, merged once at the
                 # end of the pass: a pass re-checking every row then reads the target once.
+                # The side table first: where ``rows`` is the queue itself (one chunk) it flags
+                # keys by reading the target, and a lake that reads its newest version (Spark's
+                # Delta) would flag the rows just appended too.
                 replaced = rows.where("_replaces").select(key)
-                lake.write(written.join(replaced, key, "left_anti").coalesce(1), target, mode="append")
                 lake.write(written.join(replaced, key, "left_semi").coalesce(1), replace_table, mode="append")
+                lake.write(written.join(replaced, key, "left_anti").coalesce(1), target, mode="append")
             else:
                 lake.write(written.coalesce(1), target, mode="append")
             done = written.agg(

@@ -151,9 +151,14 @@ class Lake(ABC):
 
         ``for_query``: only what that SQL names, directly or through the stored views it
         names (what ``misbench sql`` runs): a query then costs what its own tables cost, not
-        a read of every table in the lake."""
-        names = None if for_query is None else self._names_used_by(for_query)
-        return self.register_views_of_tables(names) + self.register_stored_views(names)
+        a read of every table in the lake. SQL that names none of them (``SHOW TABLES``)
+        gets them all."""
+        if for_query is not None:
+            names = self._names_used_by(for_query)
+            registered = self.register_views_of_tables(names) + self.register_stored_views(names)
+            if registered:
+                return registered
+        return self.register_views_of_tables() + self.register_stored_views()
 
     def _names_used_by(self, sql: str) -> set[str]:
         """Every word of ``sql`` that could name a table or view, and those of the stored

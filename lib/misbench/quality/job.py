@@ -79,7 +79,7 @@ def judge_engine_name(settings: dict) -> str:
 
 def run_quality(spark: SparkSession, lake: Lake, cfg: Config, report: bool = True) -> QualityReport | None:
     """Check what has no current verdict; ``report=False`` (generation's checks between its
-    passes) skips the counting of the report, four Spark jobs nobody reads there."""
+    passes) skips the counting of the report, three Spark jobs nobody reads there."""
     settings = resolved_settings(cfg)
     inputs = stage.qc_inputs(lake.read("evidence"), lake.read("claims"), lake.read("conflicts"),
                              results_key(settings))
