@@ -219,7 +219,7 @@ def test_relation_flags_are_configured_and_checked(tmp_path):
     by_id = {r.relation: r for r in relations}
     for creation in ("P19", "P20", "P22", "P25", "P50", "P86", "P57", "P161", "P495", "P166", "P184"):
         assert by_id[creation].changes_over_time is False, creation
-    for changing in ("P17", "P36", "P6", "P35", "P26", "P108", "P54"):
+    for changing in ("P17", "P36", "P6", "P35", "P26", "P108", "P54", "P69"):  # P69: the paper's temporal example
         assert by_id[changing].changes_over_time is True, changing
     for many in ("P161", "P166", "P463", "P710", "P3373", "P40"):
         assert by_id[many].multi_valued is True, many
