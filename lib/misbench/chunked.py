@@ -191,7 +191,8 @@ def run_chunks(
     chunk_table, work_table, replace_table = f"chunk_{target}", f"work_{target}", f"replace_{target}"
     queue = queue.withColumn("_chunk", F.pmod(F.xxhash64(key), F.lit(chunks)).cast("int"))
     # One pass over the target to flag the keys it holds, then never again.
-    if lake.exists(target):
+    target_exists = lake.exists(target)
+    if target_exists:
         present = lake.read(target).select(key).distinct().withColumn("_replaces", F.lit(True))
         queue = queue.join(present, key, "left")
     else:
@@ -205,7 +206,7 @@ def run_chunks(
         work = queue
     # Which chunks hold keys the target has (rare): the others commit by append alone.
     replacing = {row["_chunk"] for row in work.where("_replaces").select("_chunk").distinct().collect()} \
-        if lake.exists(target) else set()
+        if target_exists else set()
     profile = gpu_profile(float(gpus_per_task)) if gpus_per_task else None
     progress = PassProgress(label, total, progress_every_s, unit)
     for chunk in range(chunks):

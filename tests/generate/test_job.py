@@ -40,8 +40,7 @@ def one_round(commit_rows: int, master: str = "local[2]", model: list[str] = SMA
 def larger_commits(command: list[str]) -> list[str]:
     """The same command with the default commits: a rerun after a kill or crash needs no small
     chunks (they only make the kill land mid-pass), and each chunk costs seconds of Spark jobs."""
-    at = command.index(next(part for part in command if part.startswith("generate.commit_rows=")))
-    return [*command[:at], "generate.commit_rows=8", *command[at + 1:]]
+    return [*command, "--set", "generate.commit_rows=8"]  # the last setting of a key wins
 
 
 @pytest.fixture()
