@@ -225,13 +225,12 @@
 
 # COMMAND ----------
 # MAGIC %sql
-# MAGIC -- Questions per setting, kinds side by side
+# MAGIC -- Questions per setting (one per claim), and how many the setting shows misinformation of each kind
 # MAGIC SELECT source, setting,
-# MAGIC        sum(`count`) AS questions,
-# MAGIC        sum(CASE WHEN kind = 'factual' THEN `count` ELSE 0 END) AS factual,
-# MAGIC        sum(CASE WHEN kind = 'temporal' THEN `count` ELSE 0 END) AS temporal,
-# MAGIC        sum(CASE WHEN kind = 'semantic' THEN `count` ELSE 0 END) AS semantic,
-# MAGIC        sum(CASE WHEN kind NOT IN ('factual', 'temporal', 'semantic') THEN `count` ELSE 0 END) AS other_kind
+# MAGIC        sum(CASE WHEN kind IS NULL THEN `count` ELSE 0 END) AS questions,
+# MAGIC        sum(CASE WHEN kind = 'factual' THEN `count` ELSE 0 END) AS with_factual,
+# MAGIC        sum(CASE WHEN kind = 'temporal' THEN `count` ELSE 0 END) AS with_temporal,
+# MAGIC        sum(CASE WHEN kind = 'semantic' THEN `count` ELSE 0 END) AS with_semantic
 # MAGIC FROM bench_stats
 # MAGIC WHERE stat = 'questions'
 # MAGIC GROUP BY source, setting
@@ -239,7 +238,7 @@
 
 # COMMAND ----------
 # MAGIC %sql
-# MAGIC -- Claims left out of a setting (all: of every setting), with the reason
+# MAGIC -- Claims left out of a setting (all: of every setting), with the reason; kind null: the whole question
 # MAGIC SELECT source, setting, kind, reason, `count` AS claims
 # MAGIC FROM bench_stats
 # MAGIC WHERE stat = 'left_out'

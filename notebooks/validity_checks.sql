@@ -29,6 +29,12 @@ SELECT count(*) AS unknown_beside FROM claims c WHERE c.hop = 1 AND EXISTS (
 SELECT count(*) AS temporal_unchanging FROM conflicts k JOIN claims c USING (claim_id)
 WHERE k.kind = 'temporal' AND NOT c.changes_over_time;
 
+-- A claim whose conflicts name more than one false object or irrelevant option (one question
+-- per claim: its factual, temporal and semantic misinformation share the false answer).
+SELECT count(*) AS claims_with_several_false_objects FROM (
+  SELECT claim_id FROM conflicts GROUP BY claim_id
+  HAVING count(DISTINCT object_id) > 1 OR count(DISTINCT irrelevant_id) > 1);
+
 -- A question that contains its answer (whole words, case ignored).
 SELECT count(*) AS answer_in_question FROM claims c
 WHERE concat(' ', lower(regexp_replace(c.question, '[^\\p{L}\\p{N}]+', ' ')), ' ')

@@ -250,7 +250,7 @@ def _bench(spark, lake, cfg) -> str:
     settings = ", ".join(f"{k} {v}" for k, v in sorted(report.by_setting.items()))
     left = "; ".join(f"{s}: {r} ({n})" for (s, r), n in sorted(report.left_out.items())) or "none"
     spread = ", ".join(f"{k} {v}" for k, v in report.memory_positions.items())
-    return (f"bench: {report.questions} questions ({kinds}); per setting: {settings}; left out: {left}; "
+    return (f"bench: {report.questions} questions, one per claim (with misinformation texts of kind: {kinds}); per setting: {settings}; left out: {left}; "
             f"true answer at letter: {spread}. See questions and bench_stats.")
 
 
@@ -428,7 +428,7 @@ def _run_summary(spark, lake, cfg, report) -> str:
         lines += ["", "MLflow runs:"] + [f"  {model}: {', '.join(sorted(r for r in ids if r))}"
                                         for model, ids in sorted(runs.items())]
         lines.append(f"  open the UI: mlflow ui --backend-store-uri {store_location(cfg)[0]}")
-    lines += ["", "Analyst views: answers_flat, hoax_answers_flat, headline_metrics "
+    lines += ["", "Analyst views: answers_flat, hoax_answers_flat, headline_metrics, style_results "
               "(misbench sql \"SELECT * FROM headline_metrics\"); notebooks in notebooks/."]
     return "\n".join(lines)
 

@@ -22,8 +22,10 @@ def test_questions_follow_the_option_rules_and_only_passing_texts_enter(spark, c
     conflicts = {(r.claim_id, r.kind): r for r in lake.read("conflicts").collect()}
     questions = lake.read("questions").collect()
     ordered = sorted(claims)
-    expected = {(c, k) for (c, k) in conflicts if not (c == ordered[0] and k == "temporal")}
-    assert {(q.claim_id, q.kind) for q in questions} == expected
+    # one question per claim, its kinds those with a passing text (claim 0's temporal failed)
+    assert sorted(q.claim_id for q in questions) == ordered
+    assert {(q.claim_id, k) for q in questions for k in q.kinds} == \
+        {(c, k) for (c, k) in conflicts if not (c == ordered[0] and k == "temporal")}
     assert stage.options_problems(lake.read("questions")).count() == 0
     texts = {r.evidence_id: r for r in lake.read("bench_texts").collect()}
     passed = {r.evidence_id for r in lake.read("evidence_qc").where("passed").collect()}
@@ -32,26 +34,62 @@ def test_questions_follow_the_option_rules_and_only_passing_texts_enter(spark, c
         options = dict(zip(q.roles, q.options))
         assert sorted(q.roles) == sorted(stage.ROLES)
         assert options["memory"] == claims[q.claim_id].object_label
-        assert options["misinformation"] == conflicts[(q.claim_id, q.kind)].object_label
-        assert options["irrelevant"] == conflicts[(q.claim_id, q.kind)].irrelevant_label
+        for kind in q.kinds:  # every kind of the claim states the same false answer
+            assert options["misinformation"] == conflicts[(q.claim_id, kind)].object_label
+            assert options["irrelevant"] == conflicts[(q.claim_id, kind)].irrelevant_label
         assert [q.letters[role] for role in q.roles] == list(stage.LETTERS)
         assert len({x for x in (normalized_text(o) for o in q.options)}) == 5
-        for style, evidence_id in q.misinformation_texts.items():
-            text = texts[evidence_id]
-            assert (text.claim_id, text.kind, text.style) == (q.claim_id, q.kind, style)
+        assert sorted(q.misinformation_texts) == q.kinds
+        for kind, by_style in q.misinformation_texts.items():
+            for style, evidence_id in by_style.items():
+                text = texts[evidence_id]
+                assert (text.claim_id, text.kind, text.style) == (q.claim_id, kind, style)
         for style, evidence_id in q.correct_texts.items():
             assert (texts[evidence_id].kind, texts[evidence_id].style) == ("correct", style)
-    by_key = {(q.claim_id, q.kind): q for q in questions}
-    assert "pair" not in by_key[(ordered[1], "factual")].settings  # its correct entry failed
-    assert "single" in by_key[(ordered[1], "factual")].settings
-    assert {"single", "pair"}.isdisjoint(by_key[(ordered[2], "factual")].settings)
-    assert "style" in by_key[(ordered[2], "factual")].settings
-    stats = lake.read("bench_stats").where("stat = 'left_out'").collect()
-    left = {(r.setting, r.kind, r.reason): r["count"] for r in stats}
+    by_claim = {q.claim_id: q for q in questions}
+    assert "pair" not in by_claim[ordered[1]].settings  # its correct entry failed
+    assert "single" in by_claim[ordered[1]].settings
+    # claim 2's factual entry failed: single and pair show its other kinds only
+    assert {"single", "pair", "style"} <= set(by_claim[ordered[2]].settings)
+    assert "wikipedia" not in by_claim[ordered[2]].misinformation_texts["factual"]
+    stats = lake.read("bench_stats").collect()
+    left = {(r.setting, r.kind, r.reason): r["count"] for r in stats if r.stat == "left_out"}
     assert left[("all", "temporal", "no passing misinformation text")] == 1
     assert left[("pair", "factual", "no passing misinformation entry")] == 1
     assert left[("single", "factual", "no passing misinformation entry")] == 1
     assert sum(v for (s, _, r), v in left.items() if s == "pair" and r == "no passing correct entry") >= 1
+    shown = {(r.setting, r.kind): r["count"] for r in stats if r.stat == "questions"}
+    assert shown[("probe", None)] == len(questions) and ("probe", "factual") not in shown
+    assert shown[("style", "factual")] == len(questions)
+    assert shown[("single", "factual")] == len(questions) - 1  # claim 2's factual entry failed
+    assert shown[("style", "temporal")] == sum("temporal" in q.kinds for q in questions)
+
+
+def test_a_lake_of_the_old_layout_is_named_and_rebuilt(spark, cfg, bench_lake, tmp_path, caplog):
+    """Conflicts with a false object per kind stop bench with what to run; an old questions
+    table (one question per claim and kind) is replaced and its imported sets named."""
+    from pyspark.sql import functions as F
+
+    run_cfg = cfg.with_overrides([f"lake.root={tmp_path / 'lake'}"])
+    conflicts = bench_lake.read("conflicts")
+    current = conflicts.toPandas()
+    first = sorted(current["claim_id"])[0]
+    mixed = conflicts.withColumn("object_id", F.when(
+        (F.col("claim_id") == first) & (F.col("kind") == "semantic"), F.lit("Q-other")).otherwise(F.col("object_id")))
+    bench_lake.write(mixed, "conflicts")
+    with pytest.raises(RuntimeError, match=r"bench: .*1 claims name a different false object.*run-all --from claims"):
+        run_bench(spark, bench_lake, run_cfg)
+    bench_lake.write(spark.createDataFrame(current), "conflicts")
+
+    old = bench_lake.read("questions").select("question_id", "source", "claim_id", F.lit("factual").alias("kind"))
+    bench_lake.write(old.unionByName(old.limit(1).withColumn("source", F.lit("release"))), "questions",
+                     partition_by=["source"])
+    with caplog.at_level("WARNING"):
+        run_bench(spark, bench_lake, run_cfg)
+    assert "imported sets dropped, import them again: release" in caplog.text
+    stored = bench_lake.read("questions")
+    assert "kinds" in stored.columns and "kind" not in stored.columns
+    assert stored.count() == len(set(current["claim_id"]))
 
 
 def normalized_text(text):
@@ -109,7 +147,8 @@ def test_import_of_release_records_and_their_rejects(spark, cfg, bench_lake, tmp
     reasons = sorted(r.reason.split(" (")[0].split(":")[0] for r in bench_lake.read("import_rejects").collect())
     assert reasons == ["duplicate of an earlier record", "missing object", "not a JSON object"]
     questions = bench_lake.read("questions").where("source = 'release'").collect()
-    assert sorted(q.kind for q in questions) == ["factual", "factual", "factual", "factual", "semantic", "temporal"]
+    assert sorted(tuple(q.kinds) for q in questions) == [("factual",), ("factual",), ("factual",),
+                                                         ("factual", "semantic", "temporal")]
     curie = {"University of Paris", "Flying University"}
     for q in questions:
         options = dict(zip(q.roles, q.options))
@@ -149,5 +188,8 @@ def test_exports_for_hugging_face_and_lm_eval(spark, cfg, bench_lake, tmp_path):
         assert q.question in doc.text and "Passage" not in doc.text
     single = pd.read_parquet(yaml.safe_load((tmp_path / "lm" / "misbench_single.yaml").read_text())
                              ["dataset_kwargs"]["data_files"]["test"])
-    assert len(single) == sum("single" in q.settings for q in questions.values())
+    # one single item per question and kind with a passing entry
+    assert len(single) == sum(len(q.misinformation_texts[k].get("wikipedia") and [k] or [])
+                              for q in questions.values() if "single" in q.settings for k in q.kinds)
+    assert set(single["kind"]) <= {"factual", "temporal", "semantic"}
     assert all("Passage:" in text for text in single["text"])

@@ -215,12 +215,23 @@ def test_temporal_conflicts_only_for_relations_that_change(spark):
 
 
 def test_relation_flags_are_configured_and_checked(tmp_path):
-    relations, _ = load_relations()
+    relations, topics = load_relations()
     by_id = {r.relation: r for r in relations}
-    for creation in ("P19", "P20", "P22", "P25", "P50", "P86", "P57", "P161", "P495", "P166", "P184"):
-        assert by_id[creation].changes_over_time is False, creation
-    for changing in ("P17", "P36", "P6", "P35", "P26", "P108", "P54", "P69"):  # P69: the paper's temporal example
+    # one rule: a state that lasts a period and can be followed by another changes; what is
+    # settled once (creation, birth, death, parentage, children, awards, degrees, wins) does not
+    for settled in ("P19", "P20", "P22", "P25", "P50", "P86", "P57", "P161", "P495", "P166", "P184", "P512",
+                    "P2522", "P1344", "P40", "P3373"):
+        assert by_id[settled].changes_over_time is False, settled
+    for changing in ("P17", "P36", "P6", "P35", "P26", "P108", "P54", "P2632",
+                     "P69"):  # P69: the paper's temporal example
         assert by_id[changing].changes_over_time is True, changing
+    pairs = {(p.first, p.second): p for p in load_pairs(topics)}
+    for (first, last), pair in pairs.items():  # a chain ending in a lasting state; the in-laws
+        if last in ("P27", "P26", "P108", "P69") or (first, last) in {("P26", "P22"), ("P26", "P25")}:
+            assert pair.changes_over_time is True, (first, last)
+    for (first, last), pair in pairs.items():
+        if last in ("P569", "P570", "P19", "P20", "P166") or (first, last) in {("P22", "P22"), ("P40", "P40")}:
+            assert pair.changes_over_time is False, (first, last)
     for many in ("P161", "P166", "P463", "P710", "P3373", "P40"):
         assert by_id[many].multi_valued is True, many
     assert by_id["P36"].multi_valued is False

@@ -47,4 +47,4 @@ def test_validity_queries_find_nothing(spark, cfg, slice_claims_root, tmp_path, 
     assert lake.row_count("claims") >= 5 * copies  # the checks look at real claims
     lake.register_views()
     found = {q.split(" AS ")[1].split()[0]: spark.sql(q).first()[0] for q in queries()}
-    assert len(found) == 6 and all(v == 0 for v in found.values()), found
+    assert len(found) == 7 and all(v == 0 for v in found.values()), found

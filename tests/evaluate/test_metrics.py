@@ -1,7 +1,9 @@
 """The paper's metrics against hand-computed cases, and the strict reading of answers."""
+import json
 import math
 
 import pytest
+from pyspark.sql import functions as F
 
 from misbench.evaluate import metrics
 from misbench.evaluate.stage import RESPONSE_SCHEMA, choose, parse_choice, role_probabilities
@@ -153,15 +155,14 @@ def test_model_names_pick_a_backend_or_keep_the_configured_one(cfg):
     assert model_identity(model_config(cfg, "fake:second").get("llm")) == "second"
 
 
-def test_stratified_sample_keeps_relation_and_kind_shares(spark):
+def test_stratified_sample_keeps_relation_shares(spark):
     from misbench.evaluate.job import stratified_sample
 
-    rows = [(f"q{i}", "P17" if i < 600 else "P27", "factual" if i % 3 else "semantic") for i in range(900)]
-    questions = spark.createDataFrame(rows, "question_id string, relation string, kind string")
+    rows = [(f"q{i}", "P17" if i < 600 else "P27" if i < 897 else "P31") for i in range(900)]
+    questions = spark.createDataFrame(rows, "question_id string, relation string")
     sample = stratified_sample(questions, 90, seed=3)
-    counts = {(r.relation, r.kind): r["count"] for r in sample.groupBy("relation", "kind").count().collect()}
-    assert counts == {("P17", "factual"): 40, ("P17", "semantic"): 20, ("P27", "factual"): 20,
-                      ("P27", "semantic"): 10}
+    counts = {r.relation: r["count"] for r in sample.groupBy("relation").count().collect()}
+    assert counts == {"P17": 60, "P27": 30, "P31": 1}  # a relation of 3 questions keeps one
     assert {r.question_id for r in stratified_sample(questions, 90, seed=3).collect()} == \
         {r.question_id for r in sample.collect()}
 
@@ -187,3 +188,100 @@ def test_key_entity_is_resolved_by_name_and_the_claims_subject_wins_a_tie(spark)
     assert (rows["p2"].entity_id, rows["p2"].entity) == ("Q7", "Douglas Adams")  # by alias
     assert rows["p3"].extracted == "Paris" and rows["p3"].entity_id == "Q830149"  # no subject among them: smallest id
     assert (rows["p4"].entity_id, rows["p4"].entity, rows["p4"].description) == (None, "Atlantis", None)
+
+
+def test_items_show_each_kind_and_ask_the_probe_once_per_claim(spark):
+    """One question per claim: the probe once, single and pair once per kind with an entry,
+    style and detection once per kind and style, the correct texts once; RtD's last step
+    (compare) shows the passage and the reconstruction in a seeded order."""
+    from misbench.bench.stage import questions as build_questions
+    from misbench.evaluate.stage import (
+        PROMPTS, RTD_LAST_STEPS, choice_items, detection_passages, rtd_compare_items)
+    from misbench.prompts import load_prompt
+
+    claims = spark.createDataFrame(
+        [(f"c{i}", 1, "P1", "T", "x", f"Q{i}", f"S{i}", f"Where is S{i}?", f"Right {i}") for i in range(6)],
+        "claim_id string, hop int, relation string, topic string, answer_type string, subject_id string, "
+        "subject_label string, question string, object_label string")
+    conflicts = spark.createDataFrame(
+        [(f"c{i}", kind, f"Wrong {i}", f"Other {i}") for i in range(6) for kind in ("factual", "temporal", "semantic")],
+        "claim_id string, kind string, object_label string, irrelevant_label string")
+    texts = [(f"e{i}{k}{s}", "wikidata", f"c{i}", k, s, f"{k} {s} text {i}")
+             for i in range(6) for k in ("correct", "factual", "semantic") for s in ("wikipedia", "news")]
+    texts = spark.createDataFrame(texts, "evidence_id string, source string, claim_id string, kind string, "
+                                         "style string, text string")
+    questions, _ = build_questions(claims, conflicts, texts, seed=1)
+    prompts = {setting: load_prompt(name) for setting, name in PROMPTS.items()}
+    items = choice_items(questions, texts, prompts).collect()
+    count = {}
+    for item in items:
+        count[(item.setting, item.kind)] = count.get((item.setting, item.kind), 0) + 1
+    assert count == {("probe", None): 6, ("single", "factual"): 6, ("single", "semantic"): 6,
+                     ("pair", "factual"): 6, ("pair", "semantic"): 6, ("style", "factual"): 12,
+                     ("style", "semantic"): 12}
+    assert len({i.item_id for i in items}) == len(items)
+    passages = detection_passages(questions, texts)
+    assert sorted((r.kind, r["count"]) for r in passages.groupBy("kind").count().collect()) == \
+        [("correct", 12), ("factual", 12), ("semantic", 12)]
+
+    entries = detection_passages(questions, texts, styles=["wikipedia"])
+    references = entries.select("passage_id", F.lit("S").alias("entity"),
+                                F.concat(F.lit("rebuilt "), F.col("passage")).alias("reference"))
+    compare = rtd_compare_items(entries, references, {"rtd": load_prompt(RTD_LAST_STEPS["compare"])}, seed=1)
+    orders = set()
+    by_id = {r.evidence_id: r.text for r in texts.collect()}
+    for item in compare.collect():
+        content = json.loads(item.messages)[1]["content"]
+        first = content.split("Text 1: ", 1)[1].split("\n\nText 2: ", 1)[0]
+        passage = by_id[item.evidence_ids[0]]
+        passage_first = first == passage
+        assert first in (passage, "rebuilt " + passage)
+        assert item.roles == (["misinformation", "not_misinformation"] if passage_first
+                              else ["not_misinformation", "misinformation"])
+        orders.add(passage_first)
+    assert orders == {True, False}  # 18 passages, both orders
+
+
+def test_style_results_normalise_mr_across_the_styles_of_each_hop(spark):
+    """The style_results view: raw MR with its n per style and hop, min-max normalised across
+    the styles of the same model and hop (null where the styles do not differ)."""
+    from misbench.views import view_definitions
+
+    rows = [("m", "logprobs", "wikidata", "style", "memorization_ratio", value, n, hop, style)
+            for hop, style, value, n in [(1, "news", 0.2, 10), (1, "blog", 0.6, 8), (1, "wikipedia", 1.0, 9),
+                                         (2, "news", 0.5, 4), (2, "blog", 0.5, 4), (None, "news", 0.3, 14)]]
+    rows.append(("m", "logprobs", "wikidata", "style", "memory_option_probability_when_chosen", 0.7, 5, 1, "news"))
+    rows.append(("m", "logprobs", "wikidata", "single", "memorization_ratio", 0.9, 3, 1, "news"))  # another setting
+    frame = spark.createDataFrame(rows, "model string, answer_mode string, source string, setting string, "
+                                        "metric string, value double, n long, hop int, style string")
+    for column in ("kind", "topic", "memory"):
+        frame = frame.withColumn(column, F.lit(None).cast("string"))
+    frame.createOrReplaceTempView("eval_metrics")
+    try:
+        found = {(r.hop, r.style): r for r in spark.sql(view_definitions()["style_results"]).collect()}
+    finally:  # the session is shared: no other test may see this table
+        spark.catalog.dropTempView("eval_metrics")
+    assert set(found) == {(1, "news"), (1, "blog"), (1, "wikipedia"), (2, "news"), (2, "blog"), (None, "news")}
+    assert found[(1, "news")].memorization_ratio == 0.2 and found[(1, "news")].memorization_ratio_n == 10
+    assert [found[(1, s)].memorization_ratio_normalised for s in ("news", "blog", "wikipedia")] == \
+        pytest.approx([0.0, 0.5, 1.0])
+    assert found[(1, "news")].memory_option_probability_when_chosen == 0.7
+    assert found[(2, "news")].memorization_ratio_normalised is None  # the styles do not differ
+    assert found[(None, "news")].memorization_ratio_normalised is None  # one style alone
+
+
+def test_figure_7_draws_one_panel_per_hop():
+    import pandas as pd
+
+    from misbench.evaluate.figures import memory_logprob_by_style
+
+    roles = ["memory", "misinformation", "irrelevant", "unsure", "not_in_options"]
+    rows = [{"setting": "style", "chosen_role": "memory", "hop": hop, "style": style, "roles": roles,
+             "option_logprobs": [-0.1 * i, -2.0, -3.0, -4.0, -5.0]}
+            for i, (hop, style) in enumerate([(1, "news"), (1, "blog"), (2, "news"), (1, "news")])]
+    rows.append({**rows[0], "chosen_role": "misinformation"})  # not chosen: not drawn
+    figure = memory_logprob_by_style(pd.DataFrame(rows), "m")
+    panels = figure.get_axes()
+    assert [a.get_title().split(",")[1].split(":")[0].strip() for a in panels] == ["one-hop", "2-hop"]
+    assert [t.get_text() for t in panels[0].get_xticklabels()] == ["news\n(n=2)", "blog\n(n=1)"]
+    assert memory_logprob_by_style(pd.DataFrame(rows[-1:]), "m") is None

@@ -1,7 +1,7 @@
 """The benchmark in the formats other tools read.
 
 - ``hf``: a Hugging Face ``datasets`` folder: ``data/test.parquet`` (one row per question,
-  the options, the answer letter per role and the texts of each setting) and a ``README.md``
+  the options, the answer letter per role and the texts by kind and style) and a ``README.md``
   dataset card whose YAML header names the data files.
 - ``lm-eval``: an lm-evaluation-harness task per setting (``probe``: no evidence;
   ``single``: one misinformation entry): the rendered user prompt as ``text``, the letters as
@@ -17,31 +17,35 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from misbench.bench.stage import LETTERS, STYLES
+from misbench.bench.stage import KINDS, LETTERS, STYLES
 
 LM_EVAL_SETTINGS = ("probe", "single")
 
 
 def hf_rows(questions: DataFrame, texts: DataFrame) -> pd.DataFrame:
-    """One row per question: the question, options, letters, and the texts of each style."""
+    """One row per question: the question, options, letters, and its texts by kind and style."""
     by_id = {r["evidence_id"]: r["text"] for r in texts.select("evidence_id", "text").collect()}
     frame = questions.toPandas()
     out = pd.DataFrame({
         "question_id": frame["question_id"], "source": frame["source"], "claim_id": frame["claim_id"],
-        "kind": frame["kind"], "hop": frame["hop"], "relation": frame["relation"], "topic": frame["topic"],
-        "question": frame["question"], "options": frame["options"].map(list), "roles": frame["roles"].map(list),
+        "kinds": frame["kinds"].map(list), "hop": frame["hop"], "relation": frame["relation"],
+        "topic": frame["topic"], "question": frame["question"], "options": frame["options"].map(list),
+        "roles": frame["roles"].map(list),
         "answer": frame["letters"].map(lambda letters: dict(letters)["memory"]),
         "misinformation_answer_letter": frame["letters"].map(lambda letters: dict(letters)["misinformation"]),
         "pair_misinformation_first": frame["pair_misinformation_first"],
     })
+    for kind in KINDS:
+        for style in STYLES:
+            out[f"misinformation_{kind}_{style}"] = frame["misinformation_texts"].map(
+                lambda m, kind=kind, style=style: by_id.get(dict(dict(m or {}).get(kind) or {}).get(style)))
     for style in STYLES:
-        out[f"misinformation_{style}"] = frame["misinformation_texts"].map(lambda m: by_id.get(dict(m or {}).get(style)))
-        out[f"correct_{style}"] = frame["correct_texts"].map(lambda m: by_id.get(dict(m or {}).get(style)))
+        out[f"correct_{style}"] = frame["correct_texts"].map(lambda m, style=style: by_id.get(dict(m or {}).get(style)))
     return out
 
 
 def dataset_card(rows: pd.DataFrame, name: str) -> str:
-    kinds = rows["kind"].value_counts().to_dict()
+    kinds = {kind: int(rows["kinds"].map(lambda ks, kind=kind: kind in ks).sum()) for kind in KINDS}
     return f"""---
 configs:
 - config_name: default
@@ -57,17 +61,18 @@ pretty_name: {name}
 ---
 # {name}
 
-Misinformation benchmark built by misbench from Wikidata (facts under CC0). {len(rows)} questions
-({", ".join(f"{k}: {v}" for k, v in sorted(kinds.items()))}).
+Misinformation benchmark built by misbench from Wikidata (facts under CC0). {len(rows)} questions,
+one per claim (with misinformation texts of kind {", ".join(f"{k}: {v}" for k, v in kinds.items())}).
 
-Each row is one question about one fact, for one kind of conflicting claim (factual, temporal
-or semantic). `options` are five answers in display order (letters {", ".join(LETTERS)}); `roles`
-says what each is: `memory` (the true answer), `misinformation` (what the misinformation texts
-claim), `irrelevant` (a false answer of the same type), `unsure`, `not_in_options`. `answer` is
-the true answer's letter. `misinformation_<style>` and `correct_<style>` hold the texts (six
-styles; null where no text passed quality control); the single-text setting uses
-`misinformation_wikipedia`, the two-text setting that and `correct_wikipedia`, the first of
-them as `pair_misinformation_first` says.
+Each row is one question about one fact. `options` are five answers in display order (letters
+{", ".join(LETTERS)}); `roles` says what each is: `memory` (the true answer), `misinformation`
+(the false answer that every misinformation text of the question claims), `irrelevant` (a
+false answer of the same type), `unsure`, `not_in_options`. `answer` is the true answer's
+letter. `misinformation_<kind>_<style>` hold the misinformation texts (kinds factual, temporal,
+semantic; six styles; null where no text passed quality control, and temporal only where the
+fact can change over time) and `correct_<style>` the correct ones; the single-text setting
+uses `misinformation_<kind>_wikipedia`, the two-text setting that and `correct_wikipedia`,
+the first of them as `pair_misinformation_first` says.
 
 Metrics (MisBench, Appendix F.1): memorization ratio Rc / (Rc + Rm) on questions the model
 answers right without evidence; evidence tendency TendCM = (Rc - Rm) / (Rc + Rm).

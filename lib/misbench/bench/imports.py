@@ -4,8 +4,8 @@ The release (and the official code's inputs) are JSON lines, one claim per recor
 ``question``, ``object`` (the true answer), ``replaced_object`` (the misinformation answer),
 ``relation`` and the texts ``correct_evidence``, ``fact_conflict_evidence``,
 ``temporal_conflict_evidence`` and ``semantic_conflict_evidence`` (any may be missing);
-``subject`` and ``hop`` where present. A record becomes one question per conflict kind with
-a text, assembled exactly as our own (``bench.stage.questions``); the irrelevant answer is the
+``subject`` and ``hop`` where present. A record becomes one question, its texts by conflict
+kind, assembled exactly as our own (``bench.stage.questions``); the irrelevant answer is the
 true answer of another record of the same relation, different by name from both others and
 never an answer another record gives for the same subject and relation. A record without
 ``hop`` is a one-hop claim.

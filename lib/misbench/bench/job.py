@@ -13,6 +13,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from misbench.bench import stage
+from misbench.claims.job import require_one_false_object
 from misbench.config import Config
 from misbench.lake import Lake
 
@@ -42,10 +43,27 @@ def check_options(questions) -> None:
                            "(see misbench.bench.stage.options_problems)")
 
 
+def replace_old_layout(lake: Lake) -> None:
+    """A questions table of the layout before one question per claim (one per claim and
+    kind: a ``kind`` column, no ``kinds``) is dropped, so this run writes the new layout.
+    Imported question sets go with it: they are named, to import again."""
+    if not lake.exists("questions") or "kinds" in lake.read("questions").columns:
+        return
+    sources = sorted(r.source for r in lake.read("questions").select("source").distinct().collect())
+    imported = [s for s in sources if s != stage.SOURCE]
+    log.warning("bench: the questions table has the layout of an earlier misbench (one question per claim and "
+                "kind); it is rebuilt with one question per claim%s", (
+                    f"; imported sets dropped, import them again: {', '.join(imported)}" if imported else ""))
+    lake.drop("questions")
+    lake.drop("bench_stats")
+
+
 def run_bench(spark: SparkSession, lake: Lake, cfg: Config) -> BenchReport:
     for table in ("claims", "conflicts", "evidence", "evidence_qc", "evidence_slots"):
         if not lake.exists(table):
             raise FileNotFoundError(f"table '{table}' does not exist: run misbench generate and quality first")
+    require_one_false_object(lake, "bench")
+    replace_old_layout(lake)
     settings = cfg.get("bench")
     texts = stage.passing_texts(lake.read("evidence_slots"), lake.read("evidence_qc"), lake.read("evidence"))
     texts = texts.withColumn("source", F.lit(stage.SOURCE)).select(*stage.TEXT_COLUMNS)
@@ -58,17 +76,16 @@ def run_bench(spark: SparkSession, lake: Lake, cfg: Config) -> BenchReport:
     questions = lake.read("questions").where(F.col("source") == stage.SOURCE)
     write_partition(lake, stage.bench_stats(questions, left_out, stage.SOURCE), "bench_stats", stage.SOURCE)
     stats = lake.read("bench_stats").where(F.col("source") == stage.SOURCE).collect()
-    by_kind = {r["kind"]: r["count"] for r in stats if r["stat"] == "questions" and r["setting"] == "probe"}
-    by_setting: dict = {}
-    for r in stats:
-        if r["stat"] == "questions":
-            by_setting[r["setting"]] = by_setting.get(r["setting"], 0) + r["count"]
+    # per kind: the questions with misinformation texts of that kind (the style setting shows them all)
+    by_kind = {r["kind"]: r["count"] for r in stats
+               if r["stat"] == "questions" and r["setting"] == "style" and r["kind"] is not None}
+    by_setting = {r["setting"]: r["count"] for r in stats if r["stat"] == "questions" and r["kind"] is None}
     left = {}
     for r in stats:
         if r["stat"] == "left_out":
             left[(r["setting"], r["reason"])] = left.get((r["setting"], r["reason"]), 0) + r["count"]
     positions = {r["letter"]: r["count"] for r in stats if r["stat"] == "answer_position" and r["role"] == "memory"}
-    return BenchReport(questions=sum(by_kind.values()), by_kind=by_kind, by_setting=by_setting,
+    return BenchReport(questions=by_setting.get("probe", 0), by_kind=by_kind, by_setting=by_setting,
                        left_out=left, memory_positions=dict(sorted(positions.items())))
 
 

@@ -1,15 +1,20 @@
 """Benchmark stage: claims + conflicts + texts that passed quality control -> questions.
 
-One question per claim and conflict kind that has passing texts. Five options, one per role:
-the memory answer (the true object), the misinformation answer (the object of that kind's
-conflict: the false claim its texts state), an irrelevant answer of the same type (chosen by
-the claims stage, false by meaning), "Unsure" and "Not in the options". The order is seeded
-per question and stored (``options`` and ``roles`` aligned, ``letters`` per role). The memory
-answer's letter is dealt round-robin within each kind and relation, in a seeded order and
-from a seeded start letter per group, so right answers spread evenly over A-E (within one
-of each other in every group); the other roles are shuffled around it. The same questions
-get the same letters on every run; adding questions to a group moves letters within it (a
-moved letter is a new prompt, which evaluation asks again).
+One question per claim, as in MisBench (section 2.5, Table 2): its conflicts of every kind
+name one false object, so one set of options serves the misinformation texts of all kinds
+(18: three kinds x six styles; 12 where the relation cannot change over time) and the six
+correct texts. ``misinformation_texts`` maps kind -> style -> evidence id; evaluation draws
+the text a setting shows by kind, so every result keeps its kind.
+
+Five options, one per role: the memory answer (the true object), the misinformation answer
+(the claims' shared false object), an irrelevant answer of the same type (chosen by the
+claims stage, false by meaning), "Unsure" and "Not in the options". The order is seeded per
+question and stored (``options`` and ``roles`` aligned, ``letters`` per role). The memory
+answer's letter is dealt round-robin within each relation, in a seeded order and from a
+seeded start letter per relation, so right answers spread evenly over A-E (within one of
+each other in every relation); the other roles are shuffled around it. The same questions
+get the same letters on every run; adding questions to a relation moves letters within it
+(a moved letter is a new prompt, which evaluation asks again).
 
 Pure DataFrame functions; ``misbench.bench.job`` reads and writes the tables.
 """
@@ -28,8 +33,9 @@ STYLES = ("wikipedia", "news", "science", "blog", "technical", "confident")
 ENTRY_STYLE = "wikipedia"  # the encyclopedia entry: the text of the single and pair settings
 SOURCE = "wikidata"  # questions built here; imported sets carry their own source name
 
+KINDS = ("factual", "temporal", "semantic")
 QUESTION_COLUMNS = [
-    "question_id", "source", "claim_id", "kind", "hop", "relation", "topic", "answer_type", "subject_id",
+    "question_id", "source", "claim_id", "kinds", "hop", "relation", "topic", "answer_type", "subject_id",
     "subject_label", "question", "options", "roles", "letters", "memory_answer", "misinformation_answer",
     "irrelevant_answer", "misinformation_texts", "correct_texts", "pair_misinformation_first", "settings",
 ]
@@ -49,9 +55,32 @@ def passing_texts(slots: DataFrame, verdicts: DataFrame, evidence: DataFrame) ->
         .select("evidence_id", "claim_id", "kind", "style", "text")
 
 
-def _texts_by_style(texts: DataFrame, kind_column: str) -> DataFrame:
-    return texts.groupBy("claim_id", F.col("kind").alias(kind_column)).agg(
+def _texts_by_style(texts: DataFrame) -> DataFrame:
+    """claim_id, kind, by_style (style -> evidence id)."""
+    return texts.groupBy("claim_id", "kind").agg(
         F.map_from_entries(F.collect_list(F.struct("style", "evidence_id"))).alias("by_style"))
+
+
+def entry_kinds(question: Column, need_correct_entry: bool = False) -> Column:
+    """The kinds of a question's misinformation whose encyclopedia entry passed (the text of
+    the single and pair settings); with ``need_correct_entry``, none unless the correct
+    entry passed too."""
+    kinds = F.filter(F.map_keys(question["misinformation_texts"]),
+                     lambda k: question["misinformation_texts"][k].getItem(ENTRY_STYLE).isNotNull())
+    if need_correct_entry:
+        kinds = F.when(question["correct_texts"].getItem(ENTRY_STYLE).isNotNull(), kinds) \
+            .otherwise(F.array().cast("array<string>"))
+    return F.array_sort(kinds)
+
+
+def setting_kinds(setting: Column) -> Column:
+    """Per question row: the kinds of misinformation a setting shows it with (the probe
+    shows none)."""
+    row = F.struct("misinformation_texts", "correct_texts")
+    return (F.when(setting == "probe", F.array().cast("array<string>"))
+            .when(setting == "single", entry_kinds(row))
+            .when(setting == "pair", entry_kinds(row, need_correct_entry=True))
+            .otherwise(F.col("kinds")))
 
 
 def _role_order(question_id: Column, memory_position: Column, seed: int) -> Column:
@@ -68,56 +97,73 @@ def _role_order(question_id: Column, memory_position: Column, seed: int) -> Colu
 def questions(claims: DataFrame, conflicts: DataFrame, texts: DataFrame, seed: int,
               unsure: str = "Unsure", not_in_options: str = "Not in the options",
               source: str = SOURCE) -> tuple[DataFrame, DataFrame]:
-    """(questions, left_out): one question per claim and conflict kind with at least one
-    passing misinformation text of that kind; ``left_out`` counts, per setting and kind, the
-    claims that lack what the setting needs (with the reason)."""
-    misinformation = _texts_by_style(texts.where(F.col("kind") != "correct"), "kind") \
-        .withColumnRenamed("by_style", "misinformation_texts")
-    correct = _texts_by_style(texts.where(F.col("kind") == "correct"), "text_kind") \
+    """(questions, left_out): one question per claim with at least one passing
+    misinformation text of any kind. ``conflicts`` name one false object per claim (the
+    claims stage's rule; ``claims.stage.mixed_false_objects`` finds the claims that break it).
+    ``left_out`` counts claims per setting and kind that lack what the setting needs, with
+    the reason: setting ``all`` is the whole question (kind null) or, with a kind, every
+    setting of that kind."""
+    by_kind = _texts_by_style(texts.where(F.col("kind") != "correct"))
+    misinformation = by_kind.groupBy("claim_id").agg(
+        F.map_from_entries(F.collect_list(F.struct("kind", "by_style"))).alias("misinformation_texts"))
+    correct = _texts_by_style(texts.where(F.col("kind") == "correct")) \
         .select("claim_id", F.col("by_style").alias("correct_texts"))
+    answers = conflicts.groupBy("claim_id").agg(
+        F.min("object_label").alias("misinformation_answer"), F.min("irrelevant_label").alias("irrelevant_answer"),
+        F.array_sort(F.collect_set("kind")).alias("conflict_kinds"))
     base = claims.select(
         "claim_id", "hop", "relation", "topic", "answer_type", "subject_id", "subject_label", "question",
         F.col("object_label").alias("memory_answer"),
-    ).join(conflicts.select("claim_id", "kind", F.col("object_label").alias("misinformation_answer"),
-                            F.col("irrelevant_label").alias("irrelevant_answer")), "claim_id")
-    rows = base.join(misinformation, ["claim_id", "kind"], "left").join(correct, "claim_id", "left") \
-        .withColumn("question_id", stable_id(F.lit("question"), F.col("claim_id"), F.col("kind")))
+    ).join(answers, "claim_id")
+    rows = base.join(misinformation, "claim_id", "left").join(correct, "claim_id", "left") \
+        .withColumn("misinformation_texts", F.coalesce(
+            "misinformation_texts", F.create_map().cast("map<string,map<string,string>>"))) \
+        .withColumn("correct_texts", F.coalesce("correct_texts", F.create_map().cast("map<string,string>"))) \
+        .withColumn("kinds", F.array_sort(F.map_keys("misinformation_texts"))) \
+        .withColumn("question_id", stable_id(F.lit("question"), F.col("claim_id")))
     names = [F.col("memory_answer"), F.col("misinformation_answer"), F.col("irrelevant_answer"),
              F.lit(unsure), F.lit(not_in_options)]
     distinct = (F.size(F.array_distinct(F.array(*[normalized(n) for n in names]))) == len(names)) \
         & F.forall(F.array(*names), lambda name: name.isNotNull() & (F.trim(name) != ""))
-    has_entry = F.coalesce(F.col("misinformation_texts").getItem(ENTRY_STYLE).isNotNull(), F.lit(False))
-    has_correct_entry = F.coalesce(F.col("correct_texts").getItem(ENTRY_STYLE).isNotNull(), F.lit(False))
-    has_any = F.coalesce(F.size("misinformation_texts") > 0, F.lit(False))
-    reason = (F.when(~has_any, F.lit("no passing misinformation text"))
+    question = F.struct("misinformation_texts", "correct_texts")
+    singles, pairs = entry_kinds(question), entry_kinds(question, need_correct_entry=True)
+    reason = (F.when(F.size("kinds") == 0, F.lit("no passing misinformation text"))
               .when(F.col("irrelevant_answer").isNull(), F.lit("no irrelevant answer"))
               .when(~F.coalesce(distinct, F.lit(False)), F.lit("options not distinct after normalisation")))
     rows = rows.withColumn("reason", reason)
     settings = F.filter(F.array(
         F.lit("probe"), F.lit("detection"),
-        F.when(has_entry, F.lit("single")),
-        F.when(has_entry & has_correct_entry, F.lit("pair")),
+        F.when(F.size(singles) > 0, F.lit("single")),
+        F.when(F.size(pairs) > 0, F.lit("pair")),
         F.lit("style"),
     ), lambda s: s.isNotNull())
 
-    # Left out: the whole question (reason), or a setting the question lacks texts for.
-    missing_setting = rows.where(F.col("reason").isNull()).select(
-        "kind", F.explode(F.array(
-            F.when(~has_entry, F.struct(F.lit("single").alias("setting"),
-                                        F.lit("no passing misinformation entry").alias("reason"))),
-            F.when(~has_entry, F.struct(F.lit("pair").alias("setting"),
-                                        F.lit("no passing misinformation entry").alias("reason")))
-            .when(~has_correct_entry, F.struct(F.lit("pair").alias("setting"),
-                                               F.lit("no passing correct entry").alias("reason"))),
-        )).alias("gap")).where(F.col("gap").isNotNull()).select("kind", "gap.setting", "gap.reason")
-    whole = rows.where(F.col("reason").isNotNull()).select("kind", F.lit("all").alias("setting"), "reason")
-    left_out = whole.unionByName(missing_setting).groupBy("setting", "kind", "reason").agg(F.count("*").alias("count"))
-
+    # Left out: the whole question; a kind with no passing text (no setting shows it); or a
+    # setting that lacks its entry for a kind that has other texts.
     kept = rows.where(F.col("reason").isNull())
-    # Dealt round-robin in a seeded order within each kind and relation, each group from its
-    # own seeded start letter: every group, small ones too, spreads evenly over A-E.
-    deal = Window.partitionBy("kind", "relation").orderBy(_hash(F.col("question_id"), "deal", seed), "question_id")
-    start = F.pmod(_hash(F.col("kind"), F.col("relation"), "start", seed), F.lit(5))
+    no_entry = F.lit("no passing misinformation entry")
+    gaps = kept.select(F.explode("conflict_kinds").alias("kind"), "misinformation_texts", "correct_texts").select(
+        "kind", F.explode(F.array(
+            F.when(F.col("misinformation_texts")[F.col("kind")].isNull(),
+                   F.struct(F.lit("all").alias("setting"), F.lit("no passing misinformation text").alias("reason"))),
+            F.when(F.col("misinformation_texts")[F.col("kind")].isNotNull()
+                   & F.col("misinformation_texts")[F.col("kind")].getItem(ENTRY_STYLE).isNull(),
+                   F.struct(F.lit("single").alias("setting"), no_entry.alias("reason"))),
+            F.when(F.col("misinformation_texts")[F.col("kind")].isNotNull()
+                   & F.col("misinformation_texts")[F.col("kind")].getItem(ENTRY_STYLE).isNull(),
+                   F.struct(F.lit("pair").alias("setting"), no_entry.alias("reason")))
+            .when(F.col("misinformation_texts")[F.col("kind")].isNotNull()
+                  & F.col("correct_texts").getItem(ENTRY_STYLE).isNull(),
+                  F.struct(F.lit("pair").alias("setting"), F.lit("no passing correct entry").alias("reason"))),
+        )).alias("gap")).where(F.col("gap").isNotNull()).select("kind", "gap.setting", "gap.reason")
+    whole = rows.where(F.col("reason").isNotNull()).select(
+        F.lit(None).cast("string").alias("kind"), F.lit("all").alias("setting"), "reason")
+    left_out = whole.unionByName(gaps).groupBy("setting", "kind", "reason").agg(F.count("*").alias("count"))
+
+    # Dealt round-robin in a seeded order within each relation, each relation from its own
+    # seeded start letter: every relation, small ones too, spreads evenly over A-E.
+    deal = Window.partitionBy("relation").orderBy(_hash(F.col("question_id"), "deal", seed), "question_id")
+    start = F.pmod(_hash(F.col("relation"), "start", seed), F.lit(5))
     kept = kept.withColumn("memory_position", F.pmod(F.row_number().over(deal) - 1 + start, F.lit(5)).cast("int")) \
         .withColumn("roles", _role_order(F.col("question_id"), F.col("memory_position"), seed))
     text_of = F.create_map(
@@ -129,7 +175,6 @@ def questions(claims: DataFrame, conflicts: DataFrame, texts: DataFrame, seed: i
         .withColumn("letters", F.map_from_arrays(F.col("roles"), letters)) \
         .withColumn("pair_misinformation_first", F.pmod(_hash(F.col("question_id"), "pair", seed), F.lit(2)) == 0) \
         .withColumn("settings", settings) \
-        .withColumn("correct_texts", F.coalesce("correct_texts", F.create_map().cast("map<string,string>"))) \
         .withColumn("source", F.lit(source))
     return kept.select(*QUESTION_COLUMNS), left_out
 
@@ -141,9 +186,14 @@ def position_spread(questions: DataFrame) -> DataFrame:
 
 
 def bench_stats(questions: DataFrame, left_out: DataFrame, source: str) -> DataFrame:
-    """One table for what a user asks of the benchmark's make-up: questions per kind and
-    setting, claims left out of a setting with the reason, and the spread of answer letters."""
-    per_setting = questions.select("source", "kind", F.explode("settings").alias("setting")) \
+    """One table for what a user asks of the benchmark's make-up: questions per setting (kind
+    null) and per setting and kind (the questions the setting shows misinformation of that
+    kind), claims left out of a setting with the reason, and the spread of answer letters."""
+    # per setting: all questions (kind null) and, per kind, those it shows misinformation of that kind
+    per_question = questions.select("source", "kinds", "misinformation_texts", "correct_texts",
+                                    F.explode("settings").alias("setting"))
+    per_setting = per_question.select("source", "setting", F.explode(F.concat(
+        F.array(F.lit(None).cast("string")), setting_kinds(F.col("setting")))).alias("kind")) \
         .groupBy("source", "setting", "kind").agg(F.count("*").alias("count"))
     rows = [
         per_setting.select("source", F.lit("questions").alias("stat"), "setting", "kind",

@@ -33,6 +33,17 @@ class ClaimsReport:
     without_temporal: int  # claims of relations that do not change over time: no temporal conflict
 
 
+def require_one_false_object(lake: Lake, stage_name: str) -> None:
+    """Stop a stage that would read conflicts built before one question per claim (each kind
+    had its own false object then): the claims stage rebuilds them."""
+    mixed = stage.mixed_false_objects(lake.read("conflicts")).count()
+    if mixed:
+        raise RuntimeError(
+            f"{stage_name}: the lake's conflicts were built by an earlier misbench ({mixed} claims name a "
+            "different false object per kind; one question per claim needs one). Rebuild them: "
+            "misbench run-all --from claims (or misbench claims, then the stages after it)")
+
+
 def entity_labels(lake: Lake) -> DataFrame:
     """id, label, description, instance_of, aliases: the ingested entities, plus what
     enrichment found for ids the dump lacks."""

@@ -555,9 +555,10 @@ def conflicts(
     seed: int, reference_date: str, attempts: int = 16, links: DataFrame | None = None,
 ) -> DataFrame:
     """For each kept candidate claim, one conflicting claim per kind (factual and semantic;
-    temporal too where the relation changes over time), each with an irrelevant same-type
-    entity for multiple-choice options. Claims without two distinct substitutes get none
-    (the job counts them)."""
+    temporal too where the relation changes over time). The kinds share one false object and
+    one irrelevant same-type entity (MisBench: one QA pair per claim, its misinformation of
+    every kind naming the same false answer; Tables 20-22). Claims without two distinct
+    substitutes get none (the job counts them)."""
     kept = candidates.where(F.col("candidate_reason") == KEPT)
     choices = (
         substitutes(kept, facts, labels, seed, attempts, links=links)
@@ -565,19 +566,18 @@ def conflicts(
         .unionByName(_label_substitutes(kept, seed))
     )
     # Each claim's choices as one array in choice order (0..n-1), so the substitutes are
-    # computed once: kind i takes choice i mod n, and its irrelevant entity is the first other
-    # choice (choice 0, or 1 where 0 is taken). Structs sort by their first field: `choice`
-    # comes first, and is unique per claim (one source numbers a claim's choices 0..n-1).
+    # computed once: every kind takes choice 0 as its false object and choice 1 as the
+    # irrelevant option. Structs sort by their first field: `choice` comes first, and is
+    # unique per claim (one source numbers a claim's choices 0..n-1).
     options = choices.groupBy("claim_id").agg(F.array_sort(F.collect_list(F.struct(
         "choice", "candidate_id", "candidate_label", "candidate_description"))).alias("options"))
     kinds = claim_kinds(F.col("changes_over_time"))
     per_kind = kept.select("claim_id", "relation", "subject_label", "subject_description",
                            "statement_template", "changes_over_time").join(
         options.where(F.size("options") >= 2), "claim_id"
-    ).select("*", F.posexplode(kinds).alias("kind_index", "kind"))
-    picked = F.col("kind_index") % F.size("options")
-    chosen = per_kind.withColumn("chosen", F.element_at("options", picked + 1)).withColumn(
-        "other", F.element_at("options", F.when(picked == 0, 2).otherwise(1)))
+    ).select("*", F.explode(kinds).alias("kind"))
+    chosen = per_kind.withColumn("chosen", F.element_at("options", 1)).withColumn(
+        "other", F.element_at("options", 2))
     years = F.pmod(_hash(F.col("claim_id"), "from", seed), F.lit(10)) + 1
     months = F.pmod(_hash(F.col("claim_id"), "month", seed), F.lit(12))
     span = F.pmod(_hash(F.col("claim_id"), "span", seed), F.lit(15)) + 1
@@ -601,6 +601,13 @@ def conflicts(
             F.when(semantic, F.col("subject_description")).alias("subject_description"),
         )
     )
+
+
+def mixed_false_objects(conflicts: DataFrame) -> DataFrame:
+    """Claims whose conflicts name more than one false object: a lake whose claims stage
+    ran before one question per claim (each kind had its own substitute then)."""
+    return conflicts.groupBy("claim_id").agg(F.countDistinct("object_id").alias("objects")) \
+        .where(F.col("objects") > 1)
 
 
 def claims_with_conflicts(candidates: DataFrame, conflict_rows: DataFrame) -> DataFrame:

@@ -104,30 +104,34 @@ def rtd_by_kind(metrics: pd.DataFrame, model: str):
 
 
 def memory_logprob_by_style(responses: pd.DataFrame, model: str):
-    """Figure 7: the distribution of the right option's log-probability, by style, over the
-    style setting's answers that chose it (log-prob answering only)."""
+    """Figure 7, one-hop and multi-hop apart as the paper's Figures 16 and 17: the
+    distribution of the right option's log-probability, by style, over the style setting's
+    answers that chose it (log-prob answering only)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     rows = responses[(responses["setting"] == "style") & (responses["chosen_role"] == "memory")]
-    values = {}
+    values: dict[int, dict[str, list]] = {}
     for _, row in rows.iterrows():
         logprobs, roles = row["option_logprobs"], list(row["roles"])
         if logprobs is None or "memory" not in roles:
             continue
         value = logprobs[roles.index("memory")]
         if value is not None and value == value:
-            values.setdefault(row["style"], []).append(value)
+            values.setdefault(int(row["hop"]), {}).setdefault(row["style"], []).append(value)
     if not values:
         return None
-    styles = [s for s in STYLES if s in values]
-    figure, axes = plt.subplots(figsize=(6.5, 3.6))
-    axes.boxplot([values[s] for s in styles])
-    axes.set_xticks(range(1, len(styles) + 1), [f"{s}\n(n={len(values[s])})" for s in styles], fontsize=8)
-    axes.set_ylabel("log P(right option)")
-    axes.set_title(f"{model}: right option's log-probability when chosen, by style", fontsize=10)
+    hops = sorted(values)
+    figure, panels = plt.subplots(1, len(hops), figsize=(6.5 * len(hops), 3.6), squeeze=False)
+    for axes, hop in zip(panels[0], hops):
+        styles = [s for s in STYLES if s in values[hop]]
+        axes.boxplot([values[hop][s] for s in styles])
+        axes.set_xticks(range(1, len(styles) + 1), [f"{s}\n(n={len(values[hop][s])})" for s in styles], fontsize=8)
+        axes.set_ylabel("log P(right option)")
+        axes.set_title(f"{model}, {'one-hop' if hop == 1 else f'{hop}-hop'}: right option's log-probability "
+                       "when chosen, by style", fontsize=9)
     figure.tight_layout()
     plt.close(figure)
     return figure

@@ -68,14 +68,14 @@ def answer_mode(cfg: Config) -> tuple[str, bool]:
 
 
 def stratified_sample(questions: DataFrame, size: int, seed: int) -> DataFrame:
-    """About ``size`` questions keeping each (relation, kind) stratum's share (at least one
-    question per stratum), picked by a seeded hash: the same sample on every run."""
+    """About ``size`` questions keeping each relation's share (at least one question per
+    relation), picked by a seeded hash: the same sample on every run."""
     total = questions.count()
     if total <= size:
         return questions
     from pyspark.sql import Window
 
-    stratum = Window.partitionBy("relation", "kind")
+    stratum = Window.partitionBy("relation")
     ranked = questions.withColumn("_rank", F.row_number().over(stratum.orderBy(F.xxhash64("question_id", F.lit(seed))))) \
         .withColumn("_size", F.count("*").over(stratum))
     keep = F.greatest(F.lit(1), F.round(F.col("_size") * F.lit(size / total)))
@@ -95,12 +95,20 @@ class Evaluation:
         self.mode, self.fallback = answer_mode(cfg)
         # by setting (the prompt each setting renders), and RtD's step prompts by name
         self.rtd_coverage: dict | None = None  # passages, named, described, reconstructed
+        self.rtd_last_step = str(self.options["rtd"]["last_step"])
+        if self.rtd_last_step not in stage.RTD_LAST_STEPS:
+            raise ConfigError(f"evaluate.rtd.last_step '{self.rtd_last_step}' is not one of "
+                              f"{', '.join(stage.RTD_LAST_STEPS)}")
         self.prompts = {**{setting: load_prompt(name) for setting, name in stage.PROMPTS.items()},
+                        "rtd": load_prompt(stage.RTD_LAST_STEPS[self.rtd_last_step]),
                         **{name: load_prompt(name) for name in stage.RTD_PROMPTS}}
 
     # -- items ---------------------------------------------------------------------------
     def questions(self) -> DataFrame:
         questions = self.lake.read("questions").where(F.col("source") == self.source)
+        if "kinds" not in questions.columns:
+            raise RuntimeError("evaluate: the questions table has the layout of an earlier misbench (one question "
+                               "per claim and kind); rebuild it: misbench run-all --from claims")
         limit = self.options.get("limit")
         if limit:
             questions = questions.orderBy("question_id").limit(int(limit))
@@ -122,7 +130,9 @@ class Evaluation:
             entities, references = self.rtd_steps(entries)
             if "desc" in self.settings:
                 frames.append(stage.desc_items(entries, entities, self.prompts, self.seed, yes, no))
-            if "rtd" in self.settings:
+            if "rtd" in self.settings and self.rtd_last_step == "compare":
+                frames.append(stage.rtd_compare_items(entries, references, self.prompts, self.seed))
+            elif "rtd" in self.settings:
                 frames.append(stage.rtd_items(entries, references, self.prompts, self.seed, yes, no))
         out = frames[0]
         for frame in frames[1:]:

@@ -1,14 +1,19 @@
 """Evaluation stage: questions + texts -> items per setting -> model answers.
 
 Settings (the paper's section 3 and 4):
-- ``probe``: the question alone: which facts the model knows (Memory / Unknown);
+- ``probe``: the question alone, once per question (claim): which facts the model knows
+  (Memory / Unknown), the same for the misinformation of every kind;
 - ``detection``: "is this passage misinformation?", two options in a seeded order, for every
   passing misinformation text (each style) and the claim's correct texts (false alarms);
-- ``single``: one misinformation entry, then the question (memorization ratio);
-- ``pair``: the correct entry and the misinformation entry in a seeded order (TendCM);
-- ``style``: one misinformation text per style (MR and the memory option's probability);
-- ``desc`` / ``rtd``: detection with the key entity's description, or with evidence the model
-  reconstructed from that description (built by the job from the RtD steps' outputs).
+- ``single``: one misinformation entry per kind, then the question (memorization ratio);
+- ``pair``: the correct entry and a misinformation entry in a seeded order, per kind (TendCM);
+- ``style``: one misinformation text per kind and style (MR and the memory option's probability);
+- ``desc``: detection with the key entity's description in the prompt (the paper's "+Desc");
+- ``rtd``: Reconstruct to Discriminate: the model names the passage's key entity, writes
+  evidence about it from its description, then says which of the passage and that evidence
+  is more likely misinformation (``evaluate.rtd.last_step: compare``, the paper's), or judges
+  the passage with the evidence shown as a reference (``judge``). Built by the job from the
+  RtD steps' outputs.
 
 Items carry rendered chat messages (JSON); the chat template is applied by the backend at
 run time. Answers come from the letters' log-probabilities in one forward pass, or from a
@@ -33,8 +38,13 @@ from misbench.prompts import Prompt, messages_column
 SETTINGS = ("probe", "detection", "single", "pair", "style", "desc", "rtd")
 CHOICE_SETTINGS = ("probe", "single", "pair", "style")
 PROMPTS = {"probe": "eval_probe", "single": "eval_single", "pair": "eval_pair", "style": "eval_single",
-           "detection": "eval_detect", "desc": "eval_detect_desc", "rtd": "eval_detect_rtd"}
+           "detection": "eval_detect", "desc": "eval_detect_desc", "rtd": "eval_rtd_compare"}  # rtd: evaluate.rtd.last_step
 RTD_PROMPTS = ("rtd_entity", "rtd_reconstruct")
+# RtD's last step (evaluate.rtd.last_step): ``compare`` as the paper has it (which of the
+# passage and the reconstruction is more likely misinformation), or ``judge`` (is the passage
+# misinformation, the reconstruction shown as a reference).
+RTD_LAST_STEPS = {"compare": "eval_rtd_compare", "judge": "eval_detect_rtd"}
+COMPARED_TEXTS = ("Text 1", "Text 2")
 DETECTION_ROLES = ("misinformation", "not_misinformation")
 ITEM_COLUMNS = [
     "item_id", "setting", "question_id", "claim_id", "kind", "hop", "relation", "topic", "style",
@@ -74,24 +84,31 @@ def _text(texts: DataFrame, alias: str) -> DataFrame:
     return texts.select(F.col("evidence_id").alias(f"{alias}_id"), F.col("text").alias(alias))
 
 
+def _by_kind(base: DataFrame) -> DataFrame:
+    """One row per question and kind of its misinformation: ``kind``, ``kind_texts`` (style ->
+    evidence id)."""
+    return base.select("*", F.explode("misinformation_texts").alias("kind", "kind_texts"))
+
+
 def choice_items(questions: DataFrame, texts: DataFrame, prompts: Mapping[str, Prompt]) -> DataFrame:
-    """Multiple-choice items of the probe, single, pair and style settings."""
+    """Multiple-choice items: the probe once per question (no kind); single and pair once per
+    question and kind with a passing entry; style once per question, kind and style."""
     letters = F.array(*[F.lit(letter) for letter in LETTERS])
     base = questions.select(
-        "question_id", "claim_id", "kind", "hop", "relation", F.coalesce("topic", F.lit("unknown")).alias("topic"),
+        "question_id", "claim_id", "hop", "relation", F.coalesce("topic", F.lit("unknown")).alias("topic"),
         "question", "roles", "settings", "misinformation_texts", "correct_texts", "pair_misinformation_first",
         letters.alias("letters"), option_lines(letters, F.col("options")).alias("options_text"))
     has = lambda setting: F.array_contains("settings", setting)  # noqa: E731
-    probe = base.where(has("probe")).withColumn("style", F.lit(None).cast("string")) \
-        .withColumn("evidence_ids", F.array().cast("array<string>"))
+    probe = base.where(has("probe")).withColumn("kind", F.lit(None).cast("string")) \
+        .withColumn("style", F.lit(None).cast("string")).withColumn("evidence_ids", F.array().cast("array<string>"))
     frames = [_finish(probe, "probe", prompts["probe"], {"question": "question", "options": "options_text"})]
-    single = base.where(has("single")).withColumn("passage_id", F.col("misinformation_texts").getItem(ENTRY_STYLE)) \
+    single = _by_kind(base.where(has("single"))).withColumn("passage_id", F.col("kind_texts").getItem(ENTRY_STYLE)) \
         .join(_text(texts, "passage"), "passage_id").withColumn("style", F.lit(ENTRY_STYLE)) \
         .withColumn("evidence_ids", F.array("passage_id"))
     frames.append(_finish(single, "single", prompts["single"],
                           {"passage": "passage", "question": "question", "options": "options_text"}))
-    pair = base.where(has("pair")) \
-        .withColumn("misinformation_id", F.col("misinformation_texts").getItem(ENTRY_STYLE)) \
+    pair = _by_kind(base.where(has("pair"))) \
+        .withColumn("misinformation_id", F.col("kind_texts").getItem(ENTRY_STYLE)) \
         .withColumn("correct_id", F.col("correct_texts").getItem(ENTRY_STYLE)) \
         .join(_text(texts, "misinformation"), "misinformation_id").join(_text(texts, "correct"), "correct_id")
     first = F.col("pair_misinformation_first")
@@ -102,7 +119,7 @@ def choice_items(questions: DataFrame, texts: DataFrame, prompts: Mapping[str, P
         .withColumn("style", F.lit(ENTRY_STYLE))
     frames.append(_finish(pair, "pair", prompts["pair"], {"passage_1": "passage_1", "passage_2": "passage_2",
                                                           "question": "question", "options": "options_text"}))
-    style = base.where(has("style")).select("*", F.explode("misinformation_texts").alias("style", "passage_id")) \
+    style = _by_kind(base.where(has("style"))).select("*", F.explode("kind_texts").alias("style", "passage_id")) \
         .join(_text(texts, "passage"), "passage_id").withColumn("evidence_ids", F.array("passage_id"))
     frames.append(_finish(style, "style", prompts["style"],
                           {"passage": "passage", "question": "question", "options": "options_text"}))
@@ -113,17 +130,16 @@ def choice_items(questions: DataFrame, texts: DataFrame, prompts: Mapping[str, P
 
 
 def detection_passages(questions: DataFrame, texts: DataFrame, styles: Sequence[str] | None = None) -> DataFrame:
-    """Passages to judge: every passing misinformation text of each question (kind of the
-    question), and each claim's correct texts once (kind ``correct``, with the claim's factual
-    question: its Memory / Unknown label). ``styles``: only these styles."""
+    """Passages to judge: every passing misinformation text of each question (by kind and
+    style), and each question's correct texts (kind ``correct``). ``styles``: only these
+    styles."""
     base = questions.where(F.array_contains("settings", "detection")).select(
-        "question_id", "claim_id", "kind", "hop", "relation", F.coalesce("topic", F.lit("unknown")).alias("topic"),
+        "question_id", "claim_id", "hop", "relation", F.coalesce("topic", F.lit("unknown")).alias("topic"),
         "misinformation_texts", "correct_texts")
-    wrong = base.select("question_id", "claim_id", "kind", "hop", "relation", "topic",
-                        F.explode("misinformation_texts").alias("style", "passage_id"))
-    right = base.where(F.col("kind") == "factual").select(
-        "question_id", "claim_id", F.lit("correct").alias("kind"), "hop", "relation", "topic",
-        F.explode("correct_texts").alias("style", "passage_id"))
+    wrong = _by_kind(base).select("question_id", "claim_id", "kind", "hop", "relation", "topic",
+                                  F.explode("kind_texts").alias("style", "passage_id"))
+    right = base.select("question_id", "claim_id", F.lit("correct").alias("kind"), "hop", "relation", "topic",
+                        F.explode("correct_texts").alias("style", "passage_id"))
     passages = wrong.unionByName(right)
     if styles is not None:
         passages = passages.where(F.col("style").isin(list(styles)))
@@ -158,11 +174,35 @@ def desc_items(passages: DataFrame, entities: DataFrame, prompts: Mapping[str, P
 
 def rtd_items(passages: DataFrame, references: DataFrame, prompts: Mapping[str, Prompt], seed: int,
               yes: str, no: str) -> DataFrame:
-    """Detection against the evidence the model reconstructed about the key entity (RtD's last
-    step). ``references``: passage_id, entity, reference."""
+    """RtD's last step as a judgement (``evaluate.rtd.last_step: judge``): is the passage
+    misinformation, with the evidence the model reconstructed about the key entity shown as a
+    reference. ``references``: passage_id, entity, reference."""
     rows = _detection_options(passages.join(references, "passage_id"), seed, yes, no)
     return _finish(rows, "rtd", prompts["rtd"], {"entity": "entity", "reference": "reference",
                                                  "passage": "passage", "options": "options_text"})
+
+
+def rtd_compare_items(passages: DataFrame, references: DataFrame, prompts: Mapping[str, Prompt],
+                      seed: int) -> DataFrame:
+    """RtD's last step as the paper has it (section 4: "comparing the original text against
+    the generated content, discerning the more likely source of misinformation"): the passage
+    and the evidence the model reconstructed about the key entity, as Text 1 and Text 2 in a
+    seeded order that does not say which is which; the model names the one more likely
+    misinformation. Naming the passage is role ``misinformation`` (flagged), naming the
+    reconstruction ``not_misinformation``, so success and false-alarm rates read as in
+    detection. ``references``: passage_id, entity, reference."""
+    rows = passages.join(references, "passage_id")
+    passage_first = F.pmod(_hash(F.col("passage_id"), "rtd", seed), F.lit(2)) == 0
+    roles = F.when(passage_first, F.array(*[F.lit(r) for r in DETECTION_ROLES])) \
+        .otherwise(F.array(*[F.lit(r) for r in reversed(DETECTION_ROLES)]))
+    letters = F.array(*[F.lit(letter) for letter in LETTERS[:2]])
+    rows = rows.withColumn("roles", roles).withColumn("letters", letters) \
+        .withColumn("options_text", option_lines(letters, F.array(*[F.lit(t) for t in COMPARED_TEXTS]))) \
+        .withColumn("text_1", F.when(passage_first, F.col("passage")).otherwise(F.col("reference"))) \
+        .withColumn("text_2", F.when(passage_first, F.col("reference")).otherwise(F.col("passage"))) \
+        .withColumn("evidence_ids", F.array("passage_id"))
+    return _finish(rows, "rtd", prompts["rtd"], {"entity": "entity", "text_1": "text_1", "text_2": "text_2",
+                                                 "options": "options_text"})
 
 
 # --- RtD's first steps -------------------------------------------------------------------

@@ -143,6 +143,9 @@ def run_generate(spark: SparkSession, lake: Lake, cfg: Config, limit: int | None
     an older conflict never fill a slot."""
     from misbench.quality.job import run_quality  # quality imports this module
 
+    from misbench.claims.job import require_one_false_object
+
+    require_one_false_object(lake, "generate")
     settings = cfg.get("generate")
     model = model_identity(cfg.get("llm"))
     rounds = max(1, int(settings["rounds"]))
