@@ -46,3 +46,22 @@ def test_invalid_yaml_is_reported_with_its_file(tmp_path):
     bad.write_text("lake: [unclosed\n")
     with pytest.raises(ConfigError, match="bad.yaml: not valid YAML"):
         load_config(str(bad))
+
+
+def test_each_stage_reruns_for_its_own_prompts_only():
+    """A changed evaluation prompt reruns evaluation, not generation; every shipped prompt
+    belongs to a stage; a file no stage claims (system.txt, one of your own) counts for all."""
+    from misbench.pipeline import STAGES, prompt_files_of
+    from misbench.prompts import prompts_dir
+
+    names = sorted(path.name for path in prompts_dir().glob("*.txt"))
+    rendering = [stage.name for stage in STAGES if stage.prompts]
+    of = {stage: set(prompt_files_of(stage, names)) for stage in rendering}
+    assert "eval_rtd_compare.txt" in of["evaluate"] and "eval_rtd_compare.txt" not in of["generate"]
+    assert "judge_entailment.txt" in of["generate"] & of["quality"]
+    assert "misinformation_semantic.txt" in of["generate"] and "misinformation_semantic.txt" not in of["quality"]
+    assert "hoax_reword.txt" in of["hoax"] and "hoax_reword.txt" not in of["hoax-evaluate"]
+    assert "hoax_judge.txt" in of["hoax-evaluate"] and "hoax_judge.txt" not in of["hoax"]
+    assert all("system.txt" in files for files in of.values())
+    assert set().union(*of.values()) == set(names)
+    assert prompt_files_of("evaluate", ["my_judge.txt"]) == ["my_judge.txt"]

@@ -35,7 +35,7 @@ class Stage:
     writes: tuple[str, ...]        # its product tables: changed since its run, it runs again
     settings: tuple[str, ...]      # config sections it uses
     files: tuple[str, ...] = ()    # config files (under conf/) it uses
-    prompts: bool = False          # it renders prompts (prompts/*.txt are part of its inputs)
+    prompts: bool = False          # it renders prompts (its files in prompts/ are part of its inputs)
     retries: tuple[str, ...] = ()  # output tables whose failed rows a rerun retries
     max_attempts: str = ""         # the setting that bounds those retries
     always: bool = False           # cheap and depends on everything: run every time
@@ -68,6 +68,23 @@ STAGES = (
     Stage("views", (), (), (), always=True),
 )
 STAGE_NAMES = tuple(stage.name for stage in STAGES)
+# Which stage renders which prompt files (by name prefix, the longest match wins): a changed
+# evaluation prompt must not rerun generation. Generation also runs quality's judge. A file
+# no prefix names (system.txt, a prompt of your own) counts for every stage that renders prompts.
+PROMPT_OWNERS = {
+    "semantic_description": ("generate",), "evidence_": ("generate",), "misinformation_": ("generate",),
+    "style_": ("generate",), "note_": ("generate",), "judge_": ("generate", "quality"),
+    "eval_": ("evaluate",), "rtd_": ("evaluate",), "hoax_reword": ("hoax",), "hoax_": ("hoax-evaluate",),
+}
+
+
+def prompt_files_of(stage: str, names: list[str]) -> list[str]:
+    """The prompt files (names in prompts/) that are part of ``stage``'s inputs."""
+    def owners(name: str) -> tuple[str, ...] | None:
+        prefixes = sorted((p for p in PROMPT_OWNERS if name.startswith(p)), key=len, reverse=True)
+        return PROMPT_OWNERS[prefixes[0]] if prefixes else None
+
+    return [name for name in names if owners(name) is None or stage in owners(name)]
 
 RUNS_SCHEMA = T.StructType([
     T.StructField("run_id", T.StringType()),
@@ -124,8 +141,9 @@ def stage_inputs(stage: Stage, lake: Lake, cfg: Config, arguments: dict) -> dict
         from misbench.prompts import prompts_dir
 
         digest = hashlib.sha256()
-        for path in sorted(prompts_dir().glob("*.txt")):
-            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+        names = sorted(path.name for path in prompts_dir().glob("*.txt"))
+        for name in prompt_files_of(stage.name, names):
+            digest.update(name.encode() + b"\0" + (prompts_dir() / name).read_bytes())
         files["prompts/"] = digest.hexdigest()[:16]
     return {"tables": {name: lake.version(name) if lake.exists(name) else None for name in stage.reads},
             "settings": settings, "files": files, "arguments": arguments}
