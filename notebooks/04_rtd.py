@@ -5,7 +5,9 @@
 # MAGIC
 # MAGIC * `detection`: "is this passage misinformation?", the passage alone;
 # MAGIC * `desc` (+Desc): the same with the description of the passage's key entity;
-# MAGIC * `rtd` (RtD): the same against evidence the model rebuilt from that description.
+# MAGIC * `rtd` (RtD): the passage and evidence the model rebuilt from that description, shown as "Text 1" and
+# MAGIC   "Text 2" in a seeded order; the model names the one more likely misinformation (the paper's last step;
+# MAGIC   `evaluate.rtd.last_step: judge` asks the yes/no question against that evidence instead).
 # MAGIC
 # MAGIC All filled by `misbench evaluate` (settings `detection desc rtd`): `eval_metrics` (`success_rate` on
 # MAGIC misinformation passages, `false_alarm_rate` on correct ones, each with its n; `without_description` and
@@ -16,6 +18,8 @@
 # MAGIC `detection` covers every style while +Desc and RtD read only the encyclopedia entries, so the gains below
 # MAGIC compare against `detection` on the encyclopedia entries (`style = 'wikipedia'`). A model that calls every
 # MAGIC passage misinformation scores a success rate of 1 with a false-alarm rate of 1: read the two together.
+# MAGIC RtD's comparison is a forced choice between two texts: a model that always answers "A" names the passage
+# MAGIC half the time (success and false-alarm rates near 0.5), so its gain over yes/no detection is not like for like.
 
 # COMMAND ----------
 # MAGIC %run ./00_setup

@@ -33,7 +33,8 @@ WHERE k.kind = 'temporal' AND NOT c.changes_over_time;
 -- per claim: its factual, temporal and semantic misinformation share the false answer).
 SELECT count(*) AS claims_with_several_false_objects FROM (
   SELECT claim_id FROM conflicts GROUP BY claim_id
-  HAVING count(DISTINCT object_id) > 1 OR count(DISTINCT irrelevant_id) > 1);
+  HAVING count(DISTINCT coalesce(object_id, object_label)) > 1
+      OR count(DISTINCT coalesce(irrelevant_id, irrelevant_label)) > 1);
 
 -- A question that contains its answer (whole words, case ignored).
 SELECT count(*) AS answer_in_question FROM claims c

@@ -213,7 +213,9 @@ def _claims(spark, lake, cfg, two_wiki=()) -> str:
     return (f"claims: {report.claims} claims ({report.one_hop} one-hop, {report.two_hop} two-hop), "
             f"{report.conflicts} conflicts ({report.without_temporal} claims have no temporal conflict: "
             f"their relation does not change over time), {report.enriched} entities enriched; "
-            "see claims_stats for every fact not kept")
+            + (f"{report.retired_slots} evidence slots of changed conflicts removed (generate writes them again); "
+               if report.retired_slots else "")
+            + "see claims_stats for every fact not kept")
 
 
 def _cmd_generate(args) -> int:
@@ -248,7 +250,8 @@ def _bench(spark, lake, cfg) -> str:
     report = run_bench(spark, lake, cfg)
     kinds = ", ".join(f"{k} {v}" for k, v in sorted(report.by_kind.items()))
     settings = ", ".join(f"{k} {v}" for k, v in sorted(report.by_setting.items()))
-    left = "; ".join(f"{s}: {r} ({n})" for (s, r), n in sorted(report.left_out.items())) or "none"
+    left = "; ".join(f"{s}{'' if k is None else ' ' + k}: {r} ({n})"
+                     for (s, k, r), n in sorted(report.left_out.items(), key=lambda kv: str(kv[0]))) or "none"
     spread = ", ".join(f"{k} {v}" for k, v in report.memory_positions.items())
     return (f"bench: {report.questions} questions, one per claim (with misinformation texts of kind: {kinds}); per setting: {settings}; left out: {left}; "
             f"true answer at letter: {spread}. See questions and bench_stats.")

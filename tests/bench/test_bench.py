@@ -74,22 +74,36 @@ def test_a_lake_of_the_old_layout_is_named_and_rebuilt(spark, cfg, bench_lake, t
     conflicts = bench_lake.read("conflicts")
     current = conflicts.toPandas()
     first = sorted(current["claim_id"])[0]
-    mixed = conflicts.withColumn("object_id", F.when(
-        (F.col("claim_id") == first) & (F.col("kind") == "semantic"), F.lit("Q-other")).otherwise(F.col("object_id")))
+    # a date or label answer has no entity id: its label tells the objects apart
+    semantic = (F.col("claim_id") == first) & (F.col("kind") == "semantic")
+    mixed = conflicts.withColumn("object_id", F.lit(None).cast("string")) \
+        .withColumn("object_label", F.when(semantic, F.lit("Another place")).otherwise(F.col("object_label")))
     bench_lake.write(mixed, "conflicts")
     with pytest.raises(RuntimeError, match=r"bench: .*1 claims name a different false object.*run-all --from claims"):
         run_bench(spark, bench_lake, run_cfg)
-    bench_lake.write(spark.createDataFrame(current), "conflicts")
+    # the remedy the message names: claims rebuilt, the slots written for the old semantic
+    # conflict removed (their texts name another place), the rest kept
+    from misbench.claims.job import run_claims
+
+    slots_before = bench_lake.row_count("evidence_slots")
+    assert run_claims(spark, bench_lake, run_cfg).retired_slots == 3  # wikipedia, news, blog
+    assert bench_lake.row_count("evidence_slots") == slots_before - 3
+    assert bench_lake.read("evidence_slots").where(f"claim_id = '{first}' AND kind = 'semantic'").count() == 0
 
     old = bench_lake.read("questions").select("question_id", "source", "claim_id", F.lit("factual").alias("kind"))
     bench_lake.write(old.unionByName(old.limit(1).withColumn("source", F.lit("release"))), "questions",
                      partition_by=["source"])
-    with caplog.at_level("WARNING"):
-        run_bench(spark, bench_lake, run_cfg)
+    with pytest.raises(RuntimeError, match="export: .*earlier misbench.*run-all --from claims"):
+        run_export(spark, bench_lake, run_cfg, "hf", tmp_path / "hf", "wikidata")
+    with caplog.at_level("WARNING"):  # an import replaces the old table as bench does
+        run_import(spark, bench_lake, run_cfg, [str(TEST_DATA / "misbench-release-sample.jsonl")], "release")
     assert "imported sets dropped, import them again: release" in caplog.text
+    run_bench(spark, bench_lake, run_cfg)
     stored = bench_lake.read("questions")
     assert "kinds" in stored.columns and "kind" not in stored.columns
-    assert stored.count() == len(set(current["claim_id"]))
+    assert stored.where("source = 'wikidata'").count() == len(set(current["claim_id"]))
+    assert stored.where("source = 'release'").count() == 4
+    assert stored.where(f"claim_id = '{first}'").first().kinds == ["factual"]  # its temporal failed, semantic retired
 
 
 def normalized_text(text):
@@ -173,6 +187,14 @@ def test_exports_for_hugging_face_and_lm_eval(spark, cfg, bench_lake, tmp_path):
     for row in frame.itertuples():
         assert list(row.options)[stage.LETTERS.index(row.answer)] == dict(zip(questions[row.question_id].roles,
                                                                             questions[row.question_id].options))["memory"]
+    texts = {r.evidence_id: r.text for r in bench_lake.read("bench_texts").collect()}
+    for row in frame.itertuples():  # the 18 misinformation columns hold the question's texts by kind and style
+        q = questions[row.question_id]
+        for kind in ("factual", "temporal", "semantic"):
+            for style in stage.STYLES:
+                expected = texts.get((q.misinformation_texts.get(kind) or {}).get(style))
+                assert getattr(row, f"misinformation_{kind}_{style}") == expected, (kind, style)
+    assert any(row.misinformation_factual_news for row in frame.itertuples())
     card = (tmp_path / "hf" / "README.md").read_text()
     header = yaml.safe_load(card.split("---")[1])
     assert header["configs"][0]["data_files"][0]["path"] == "data/test.parquet"

@@ -202,3 +202,27 @@ def test_dates_conflict_with_other_dates(spark):
         assert r.object_label != "16 August 1954" and r.object_label.endswith(tuple("0123456789"))
         assert r.statement == f"The director of Film was born on {r.object_label}."
         assert r.irrelevant_label not in (r.object_label, "16 August 1954")
+
+
+def test_changed_conflicts_name_the_slots_whose_texts_no_longer_fit(spark):
+    """What a claims rerun invalidates: a conflict with another false object, period or
+    description, one that is gone, and the correct texts of a claim whose statement changed."""
+    claims_schema = "claim_id string, statement string, object_label string"
+    conflict_schema = ("claim_id string, kind string, object_label string, statement string, valid_from date, "
+                       "valid_until date, subject_description string")
+    import datetime as dt
+
+    day = dt.date(2031, 7, 1)
+    old_claims = spark.createDataFrame([("a", "A is in X.", "X"), ("b", "B is in Y.", "Y"), ("c", "C is in Z.", "Z")],
+                                       claims_schema)
+    new_claims = spark.createDataFrame([("a", "A is in X.", "X"), ("b", "B lies in Y.", "Y")], claims_schema)
+    old = spark.createDataFrame([
+        ("a", "factual", "W", "A is in W.", None, None, None), ("a", "temporal", "V", "A is in V.", day, day, None),
+        ("a", "semantic", "V", "A is in V.", None, None, "a place"), ("b", "factual", "U", "B is in U.", None, None, None),
+        ("c", "factual", "T", "C is in T.", None, None, None)], conflict_schema)
+    new = spark.createDataFrame([
+        ("a", "factual", "W", "A is in W.", None, None, None), ("a", "temporal", "W", "A is in W.", day, day, None),
+        ("a", "semantic", "V", "A is in V.", None, None, "a town"), ("b", "factual", "U", "B is in U.", None, None, None)],
+        conflict_schema)
+    changed = {tuple(r) for r in stage.changed_conflicts(old_claims, old, new_claims, new).collect()}
+    assert changed == {("a", "temporal"), ("a", "semantic"), ("b", "correct"), ("c", "factual"), ("c", "correct")}

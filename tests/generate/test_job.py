@@ -5,6 +5,7 @@ slots, resumption, a kill -9 and engine crashes in the middle.
 The logic runs on the fake backend (replies computed from the prompt, the same engine process
 and rows as a real model); one kill and one crash run the real small model (Qwen2.5-Coder
 0.5B on llama.cpp, also the entailment judge)."""
+import re
 import subprocess
 import sys
 
@@ -143,6 +144,9 @@ def test_kill_during_generation_then_rerun_loses_and_duplicates_nothing(lake_cop
     for evidence_id, row in before.items():
         if row.error is None:
             assert after[evidence_id].text == row.text
+    # progress lines reached the terminal while the passes ran (the styles pass at least)
+    assert re.search(r"generate (entries|styles) round 1: \d+/\d+ rows \(", rerun.stderr), rerun.stderr[-2000:]
+    assert "tokens/s" in rerun.stderr
 
 
 @pytest.mark.chaos
@@ -173,8 +177,6 @@ def test_a_crashed_engine_ends_with_a_short_error_and_keeps_committed_rows(lake_
     assert hits > 0, "no Python worker was found to crash"
     assert finished.returncode == 4, finished.stderr[-3000:]
     error = finished.stderr
-    import re
-
     # the stage and the pass the crash hit (generation, or the quality check run after it)
     assert re.search(r"misbench generate: error: (generate (descriptions|entries|styles) round \d|quality): "
                      r"the engine process running ", error), error[-2000:]
@@ -193,19 +195,9 @@ def test_a_crashed_engine_ends_with_a_short_error_and_keeps_committed_rows(lake_
                 or "killed by signal SIGSEGV" in log_text)
     assert f"Full traceback and Spark's log: {logged}" in error
 
-    kept = evidence_of_first_claim(lake_copy)
-    assert len(kept) >= 1  # what was committed before the crash
-    if model is SMALL_MODEL:
-        return  # the rerun after a crash is the same for both: checked once, on the fake engine
-    rerun = subprocess.run(larger_commits(command), cwd=PROJECT, capture_output=True, text=True)
-    assert rerun.returncode == 0, rerun.stderr[-3000:]
-    after = evidence_of_first_claim(lake_copy)
-    assert len(after) >= len(kept) and every_slot_finished(lake_copy)
-    for evidence_id, row in kept.items():
-        if row.error is None:
-            assert after[evidence_id].text == row.text
-    # progress lines reached the terminal while the passes ran
-    assert "generate entries round 1: " in rerun.stderr and "rows (" in rerun.stderr and "tokens/s" in rerun.stderr
+    assert len(evidence_of_first_claim(lake_copy)) >= 1  # what was committed before the crash
+    # A rerun after a crash is not repeated here: the command ended cleanly with committed rows,
+    # a milder state than the kill -9 above, whose rerun checks that nothing is lost or doubled.
 
 
 @pytest.mark.chaos

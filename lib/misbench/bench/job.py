@@ -25,7 +25,7 @@ class BenchReport:
     questions: int
     by_kind: dict
     by_setting: dict
-    left_out: dict  # (setting, reason) -> claims
+    left_out: dict  # (setting, kind or None for the whole question, reason) -> claims
     memory_positions: dict  # letter -> questions whose memory answer is there
 
 
@@ -80,10 +80,7 @@ def run_bench(spark: SparkSession, lake: Lake, cfg: Config) -> BenchReport:
     by_kind = {r["kind"]: r["count"] for r in stats
                if r["stat"] == "questions" and r["setting"] == "style" and r["kind"] is not None}
     by_setting = {r["setting"]: r["count"] for r in stats if r["stat"] == "questions" and r["kind"] is None}
-    left = {}
-    for r in stats:
-        if r["stat"] == "left_out":
-            left[(r["setting"], r["reason"])] = left.get((r["setting"], r["reason"]), 0) + r["count"]
+    left = {(r["setting"], r["kind"], r["reason"]): r["count"] for r in stats if r["stat"] == "left_out"}
     positions = {r["letter"]: r["count"] for r in stats if r["stat"] == "answer_position" and r["role"] == "memory"}
     return BenchReport(questions=by_setting.get("probe", 0), by_kind=by_kind, by_setting=by_setting,
                        left_out=left, memory_positions=dict(sorted(positions.items())))
@@ -106,6 +103,7 @@ def run_import(spark: SparkSession, lake: Lake, cfg: Config, paths: list, source
 
     if source == stage.SOURCE or not source.replace("-", "_").isidentifier():
         raise ValueError(f"--name '{source}': letters, digits, '-' and '_', and not '{stage.SOURCE}'")
+    replace_old_layout(lake)
     settings = cfg.get("bench")
     records = imports.read_release(spark, [Path(p) for p in paths]).cache()
     claims, conflicts, texts, rejects = imports.as_claims(records, source, int(settings["seed"]))
@@ -134,6 +132,9 @@ def run_export(spark: SparkSession, lake: Lake, cfg: Config, fmt: str, out, sour
 
     out = Path(out)
     questions = lake.read("questions").where(F.col("source") == source)
+    if "kinds" not in questions.columns:
+        raise RuntimeError("export: the questions table has the layout of an earlier misbench (one question per "
+                           "claim and kind); rebuild it: misbench run-all --from claims")
     texts = lake.read("bench_texts").where(F.col("source") == source)
     if fmt == "hf":
         rows = exports.export_hf(questions, texts, out, name=f"misbench-{source}")

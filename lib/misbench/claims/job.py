@@ -31,6 +31,7 @@ class ClaimsReport:
     conflicts: int
     enriched: int
     without_temporal: int  # claims of relations that do not change over time: no temporal conflict
+    retired_slots: int = 0  # evidence slots whose conflict or claim changed: written again by generate
 
 
 def require_one_false_object(lake: Lake, stage_name: str) -> None:
@@ -42,6 +43,23 @@ def require_one_false_object(lake: Lake, stage_name: str) -> None:
             f"{stage_name}: the lake's conflicts were built by an earlier misbench ({mixed} claims name a "
             "different false object per kind; one question per claim needs one). Rebuild them: "
             "misbench run-all --from claims (or misbench claims, then the stages after it)")
+
+
+def retire_stale_slots(lake: Lake, claims: DataFrame, conflicts: DataFrame) -> int:
+    """Before new claims and conflicts replace the stored ones: the evidence slots of the
+    (claim, kind) pairs whose conflict or claim changed are removed, so no question is built
+    from a text that states an older conflict (the next generation run writes them again).
+    Returns how many slots were removed."""
+    if not all(lake.exists(t) for t in ("claims", "conflicts", "evidence_slots")):
+        return 0
+    changed = stage.changed_conflicts(lake.read("claims"), lake.read("conflicts"), claims, conflicts)
+    slots = lake.read("evidence_slots")
+    stale = slots.join(changed, ["claim_id", "kind"], "left_semi").count()
+    if stale:
+        lake.write(slots.join(changed, ["claim_id", "kind"], "left_anti"), "evidence_slots")
+        log.warning("claims: %d evidence slots held texts of conflicts or claims that changed; they are "
+                    "removed and the next generation run writes them again", stale)
+    return stale
 
 
 def entity_labels(lake: Lake) -> DataFrame:
@@ -127,6 +145,7 @@ def run_claims(
     lake.write(conflict_rows, "conflicts_staging")
     conflict_rows = lake.read("conflicts_staging")
     claims = stage.claims_with_conflicts(candidates, conflict_rows)
+    retired = retire_stale_slots(lake, claims, conflict_rows.join(claims.select("claim_id"), "claim_id", "left_semi"))
     lake.write(claims, "claims", partition_by=["hop"])
     lake.write(conflict_rows.join(claims.select("claim_id"), "claim_id", "left_semi"), "conflicts")
     lake.write(stage.claims_stats(candidates, lake.read("claims")), "claims_stats")
@@ -140,5 +159,6 @@ def run_claims(
         conflicts=lake.row_count("conflicts"),
         enriched=enriched,
         without_temporal=written.where(~F.col("changes_over_time")).count(),
+        retired_slots=retired,
     )
 

@@ -606,8 +606,29 @@ def conflicts(
 def mixed_false_objects(conflicts: DataFrame) -> DataFrame:
     """Claims whose conflicts name more than one false object: a lake whose claims stage
     ran before one question per claim (each kind had its own substitute then)."""
-    return conflicts.groupBy("claim_id").agg(F.countDistinct("object_id").alias("objects")) \
-        .where(F.col("objects") > 1)
+    # dates and 2Wiki labels have no entity id: their label is the object
+    return conflicts.groupBy("claim_id").agg(
+        F.countDistinct(F.coalesce("object_id", "object_label")).alias("objects")).where(F.col("objects") > 1)
+
+
+def changed_conflicts(old_claims: DataFrame, old_conflicts: DataFrame, new_claims: DataFrame,
+                      new_conflicts: DataFrame) -> DataFrame:
+    """(claim_id, kind) whose texts no longer fit: a conflict whose claim, false object,
+    period or description changed or that is gone, and kind ``correct`` where the claim's own
+    statement changed or the claim is gone. Texts written for them state something the claim
+    no longer says."""
+    def signed(columns: list[str]) -> Column:
+        return F.sha2(F.concat_ws("|", *[F.coalesce(F.col(c).cast("string"), F.lit("~")) for c in columns]), 256)
+
+    conflict_columns = ["object_label", "statement", "valid_from", "valid_until", "subject_description"]
+    old = old_conflicts.select("claim_id", "kind", signed(conflict_columns).alias("signature"))
+    new = new_conflicts.select("claim_id", "kind", signed(conflict_columns).alias("signature"))
+    old_truth = old_claims.select("claim_id", F.lit("correct").alias("kind"),
+                                  signed(["statement", "object_label"]).alias("signature"))
+    new_truth = new_claims.select("claim_id", F.lit("correct").alias("kind"),
+                                  signed(["statement", "object_label"]).alias("signature"))
+    return old.unionByName(old_truth).join(new.unionByName(new_truth), ["claim_id", "kind", "signature"],
+                                           "left_anti").select("claim_id", "kind").distinct()
 
 
 def claims_with_conflicts(candidates: DataFrame, conflict_rows: DataFrame) -> DataFrame:
