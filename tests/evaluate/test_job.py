@@ -208,6 +208,32 @@ def test_several_models_in_one_call_each_with_its_own_run_and_rows(spark, cfg, b
 
 
 @pytest.mark.slow  # an evaluation job over the bench lake, fake backend
+def test_runs_are_averaged_with_their_spread_and_n(spark, cfg, bench_root, tmp_path):
+    """evaluate.runs=2: every item twice, the second run with its own letters; eval_metrics
+    holds the mean of the two runs, its spread and n over both; a rerun asks nothing."""
+    root = tmp_path / "lake"
+    lake = copy_lake(spark, bench_root, root)
+    run_cfg = cfg.with_overrides([f"lake.root={root}", *FAKE, "evaluate.limit=2", "evaluate.runs=2"])
+    (report,) = run_evaluate(spark, lake, run_cfg, settings=["probe", "single", "detection"])
+    items = lake.read("eval_items").collect()
+    per_run = {run: sorted((i.setting, i.question_id, i.kind or "", i.style or "", tuple(i.evidence_ids))
+                           for i in items if i.run == run) for run in (0, 1)}
+    assert per_run[0] and per_run[0] == per_run[1] and len(items) == 2 * len(per_run[0]) == report.items
+    responses = {r.item_id: r for r in lake.read("eval_responses").collect()}
+    probes = {(i.run, i.question_id): responses[i.item_id] for i in items if i.setting == "probe"}
+    assert any(probes[(0, q)].letters != probes[(1, q)].letters or probes[(0, q)].roles != probes[(1, q)].roles
+               for (_, q) in probes)
+    row = lake.read("eval_metrics").where(
+        "setting = 'probe' AND metric = 'accuracy' AND kind IS NULL AND hop IS NULL AND style IS NULL "
+        "AND topic IS NULL AND memory IS NULL").first()
+    values = [sum(probes[(run, q)].chosen_role == "memory" for (r, q) in probes if r == run) / 2 for run in (0, 1)]
+    assert row.runs == 2 and row.n == 4 and row.value == pytest.approx(sum(values) / 2)
+    assert row.value_spread == pytest.approx(abs(values[0] - values[1]) / 2 ** 0.5)
+    (again,) = run_evaluate(spark, lake, run_cfg, settings=["probe", "single", "detection"])
+    assert again.answered_now == 0
+
+
+@pytest.mark.slow  # an evaluation job over the bench lake, fake backend
 def test_api_model_without_logprobs_falls_back_to_parsed_replies_on_a_stratified_sample(spark, cfg, bench_root,
                                                                                          tmp_path):
     from tests.llm.test_openai_backend import Endpoint

@@ -285,3 +285,46 @@ def test_figure_7_draws_one_panel_per_hop():
     assert [a.get_title().split(",")[1].split(":")[0].strip() for a in panels] == ["one-hop", "2-hop"]
     assert [t.get_text() for t in panels[0].get_xticklabels()] == ["news\n(n=2)", "blog\n(n=1)"]
     assert memory_logprob_by_style(pd.DataFrame(rows[-1:]), "m") is None
+
+
+def test_later_runs_deal_the_options_again_and_metrics_average_over_runs(spark):
+    """evaluate.runs: run 0 is the stored dealing; run 1 moves the letters (the same five
+    options, each still named by its role) and gets its own item ids; metrics of the runs
+    become their mean, spread, runs and summed n."""
+    from misbench.bench.stage import questions as build_questions
+    from misbench.evaluate.stage import PROMPTS, choice_items, dealt_for_run
+    from misbench.prompts import load_prompt
+
+    claims = spark.createDataFrame(
+        [(f"c{i}", 1, "P1", "T", "x", f"Q{i}", f"S{i}", f"Where is S{i}?", f"Right {i}") for i in range(40)],
+        "claim_id string, hop int, relation string, topic string, answer_type string, subject_id string, "
+        "subject_label string, question string, object_label string")
+    conflicts = spark.createDataFrame([(f"c{i}", "factual", f"Wrong {i}", f"Other {i}") for i in range(40)],
+                                      "claim_id string, kind string, object_label string, irrelevant_label string")
+    texts = spark.createDataFrame([(f"e{i}", "wikidata", f"c{i}", "factual", "wikipedia", f"text {i}") for i in range(40)],
+                                  "evidence_id string, source string, claim_id string, kind string, style string, text string")
+    questions, _ = build_questions(claims, conflicts, texts, seed=1)
+    stored = {q.question_id: q for q in questions.collect()}
+    first = {q.question_id: q for q in dealt_for_run(questions, 0, seed=5).collect()}
+    second = {q.question_id: q for q in dealt_for_run(questions, 1, seed=5).collect()}
+    assert all(first[k].roles == stored[k].roles and first[k].run == 0 for k in stored)
+    moved = sum(second[k].roles != stored[k].roles for k in stored)
+    assert moved > 30  # 4 in 5 move their memory letter, and the others are shuffled again
+    for k, q in second.items():
+        assert dict(zip(q.roles, q.options)) == dict(zip(stored[k].roles, stored[k].options))
+        assert [q.letters[r] for r in q.roles] == ["A", "B", "C", "D", "E"]
+    prompts = {setting: load_prompt(name) for setting, name in PROMPTS.items()}
+    ids = [choice_items(dealt_for_run(questions, run, 5), texts, prompts).select("item_id").collect() for run in (0, 1)]
+    assert not {r.item_id for r in ids[0]} & {r.item_id for r in ids[1]}
+    plain = {r.item_id for r in choice_items(questions, texts, prompts).select("item_id").collect()}
+    assert plain == {r.item_id for r in ids[0]}  # run 0's items are the items of a one-run evaluation
+
+    per_run = spark.createDataFrame(
+        [("m", "logprobs", "probe", run, "accuracy", value, 10, 10, None) for run, value in ((0, 0.5), (1, 0.7), (2, 0.6))]
+        + [("m", "logprobs", "single", 0, "memorization_ratio", None, 0, 4, None)],
+        "model string, answer_mode string, setting string, run int, metric string, value double, n long, "
+        "items long, kind string")
+    rows = {r.setting: r for r in metrics.over_runs(per_run).collect()}
+    assert rows["probe"].value == pytest.approx(0.6) and rows["probe"].value_spread == pytest.approx(0.1)
+    assert (rows["probe"].runs, rows["probe"].n, rows["probe"].items) == (3, 30, 30)
+    assert rows["single"].value is None and rows["single"].runs == 0 and rows["single"].n == 0

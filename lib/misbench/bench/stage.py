@@ -83,7 +83,7 @@ def setting_kinds(setting: Column) -> Column:
             .otherwise(F.col("kinds")))
 
 
-def _role_order(question_id: Column, memory_position: Column, seed: int) -> Column:
+def role_order(question_id: Column, memory_position: Column, seed: Column | int) -> Column:
     """The five roles in display order: memory at ``memory_position`` (0-4), the other four
     in one of their 24 orders picked by a hash of the question."""
     others = [list(p) for p in itertools.permutations(ROLES[1:])]
@@ -165,7 +165,7 @@ def questions(claims: DataFrame, conflicts: DataFrame, texts: DataFrame, seed: i
     deal = Window.partitionBy("relation").orderBy(_hash(F.col("question_id"), "deal", seed), "question_id")
     start = F.pmod(_hash(F.col("relation"), "start", seed), F.lit(5))
     kept = kept.withColumn("memory_position", F.pmod(F.row_number().over(deal) - 1 + start, F.lit(5)).cast("int")) \
-        .withColumn("roles", _role_order(F.col("question_id"), F.col("memory_position"), seed))
+        .withColumn("roles", role_order(F.col("question_id"), F.col("memory_position"), seed))
     text_of = F.create_map(
         F.lit("memory"), F.col("memory_answer"), F.lit("misinformation"), F.col("misinformation_answer"),
         F.lit("irrelevant"), F.col("irrelevant_answer"), F.lit("unsure"), F.lit(unsure),

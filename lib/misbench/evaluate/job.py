@@ -95,6 +95,9 @@ class Evaluation:
         self.mode, self.fallback = answer_mode(cfg)
         # by setting (the prompt each setting renders), and RtD's step prompts by name
         self.rtd_coverage: dict | None = None  # passages, named, described, reconstructed
+        self.runs = int(self.options.get("runs") or 1)
+        if self.runs < 1:
+            raise ConfigError(f"evaluate.runs must be 1 or more, not {self.runs}")
         self.rtd_last_step = str(self.options["rtd"]["last_step"])
         if self.rtd_last_step not in stage.RTD_LAST_STEPS:
             raise ConfigError(f"evaluate.rtd.last_step '{self.rtd_last_step}' is not one of "
@@ -117,17 +120,26 @@ class Evaluation:
         return questions
 
     def items(self, questions: DataFrame, texts: DataFrame) -> DataFrame:
+        """Every setting's items, once per run (``evaluate.runs``; run 0 shows the stored
+        option orders, each later run its own). RtD's steps do not depend on the run: they
+        are generated once."""
         yes, no = self.options["yes_option"], self.options["no_option"]
         frames = []
         choice = [s for s in self.settings if s in stage.CHOICE_SETTINGS]
-        if choice:
-            frames.append(stage.choice_items(questions, texts, self.prompts).where(F.col("setting").isin(choice)))
-        if "detection" in self.settings:
-            frames.append(stage.detection_items(stage.detection_passages(questions, texts),
-                                                self.prompts, self.seed, yes, no))
+        entities = references = None
         if "desc" in self.settings or "rtd" in self.settings:
-            entries = stage.detection_passages(questions, texts, styles=[stage.ENTRY_STYLE])
-            entities, references = self.rtd_steps(entries)
+            entities, references = self.rtd_steps(
+                stage.detection_passages(questions, texts, styles=[stage.ENTRY_STYLE]))
+        for run in range(self.runs):
+            dealt = stage.dealt_for_run(questions, run, self.seed)
+            if choice:
+                frames.append(stage.choice_items(dealt, texts, self.prompts).where(F.col("setting").isin(choice)))
+            if "detection" in self.settings:
+                frames.append(stage.detection_items(stage.detection_passages(dealt, texts),
+                                                    self.prompts, self.seed, yes, no))
+            if entities is None:
+                continue
+            entries = stage.detection_passages(dealt, texts, styles=[stage.ENTRY_STYLE])
             if "desc" in self.settings:
                 frames.append(stage.desc_items(entries, entities, self.prompts, self.seed, yes, no))
             if "rtd" in self.settings and self.rtd_last_step == "compare":
@@ -241,7 +253,9 @@ def answer_items(lake: Lake, options: dict, llm: dict, model: str, mode: str, it
                             engine=engine_name(llm), unit="answers",
                             progress_every_s=float(options["progress_seconds"])):
             pass  # each chunk is committed inside; finishing the loop means the queue is done
-    responses = lake.read("eval_responses").join(keyed.select("response_id"), "response_id", "left_semi")
+    # the run an answer belongs to lives on its item (eval_responses has no run column)
+    runs = ["run"] if "run" in keyed.columns else []
+    responses = lake.read("eval_responses").join(keyed.select("response_id", *runs).distinct(), "response_id")
     return total, responses
 
 
@@ -269,7 +283,7 @@ def coverage_rows(spark: SparkSession, evaluation: "Evaluation", evaluation_id: 
             if setting in runs:
                 rows.append((evaluation_id, evaluation.model, evaluation.mode, source, setting, metric,
                              share(count), passages, passages, None, None, None, None, None, runs[setting], now,
-                             None, None, None, None, None))
+                             None, None, None, None, None, 1, None))
     frame = spark.createDataFrame(rows, metric_rules.METRICS_SCHEMA)
     return frame.withColumn("metric_id", metric_id())
 
@@ -319,7 +333,7 @@ def run_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list[str]
             mlflow.set_tags({"misbench.evaluation_id": evaluation_id, "misbench.source": source})
             mlflow.log_params({
                 "model": evaluation.model, "backend": evaluation.llm["backend"], "answer_mode": evaluation.mode,
-                "seed": evaluation.seed, "source": source, "settings": ",".join(settings),
+                "seed": evaluation.seed, "source": source, "settings": ",".join(settings), "runs": evaluation.runs,
                 "temperature": 0.0, "sampling": SamplingParams(**evaluation.options["generate_sampling"]).key(),
                 **{f"prompt.{key}": f"{prompt.name}:{prompt.sha}" for key, prompt in sorted(evaluation.prompts.items())},
             })
@@ -327,7 +341,7 @@ def run_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list[str]
             items = evaluation.items(questions, texts)
             answered, responses = evaluation.answer(items, parent.info.run_id)
             responses = metric_rules.with_memory(responses, responses).cache()
-            computed = metric_rules.compute_metrics(responses, settings).cache()
+            computed = metric_rules.over_runs(metric_rules.compute_metrics(responses, settings)).cache()
             setting_runs = {}
             for setting in settings:
                 with mlflow.start_run(run_name=setting, nested=True) as child:
@@ -343,6 +357,7 @@ def run_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list[str]
                 "setting", "metric", "value", "n", "items", "kind", "hop", "style", "topic", "memory",
                 F.element_at(run_ids, F.col("setting")).alias("mlflow_run_id"), F.lit(now).alias("computed_at"),
                 *[F.lit(None).cast("string").alias(d) for d in metric_rules.HOAX_DIMENSIONS],
+                "runs", "value_spread",
             ).withColumn("metric_id", metric_id())
             rows = rows.unionByName(coverage_rows(spark, evaluation, evaluation_id, source, setting_runs, now))
             replace_metrics(lake, rows, evaluation.model, evaluation.mode, source)

@@ -39,7 +39,7 @@ METRICS_SCHEMA = (
     "evaluation_id string, model string, answer_mode string, source string, setting string, metric string, "
     "value double, n long, items long, kind string, hop int, style string, topic string, memory string, "
     "mlflow_run_id string, computed_at timestamp, country string, category string, reasoning_type string, "
-    "answer_type string, false_premise_type string"
+    "answer_type string, false_premise_type string, runs int, value_spread double"
 )
 # The MultiHoax breakdowns (hoax-evaluate); null on MisBench rows.
 HOAX_DIMENSIONS = ("country", "category", "reasoning_type", "answer_type", "false_premise_type")
@@ -59,13 +59,14 @@ def tendcm(correct_answers: int, misinformation_answers: int) -> float | None:
 
 def with_memory(responses: DataFrame, probe: DataFrame) -> DataFrame:
     """``memory`` per response: ``memory`` / ``unknown`` by the same model's probe answer to the
-    same question (joined by model, answer mode and question id, never by position);
+    same question (joined by model, answer mode, question id and run, never by position);
     ``no_probe`` where the probe has no answer for it."""
+    keys = ["model", "answer_mode", "question_id"] + (["run"] if "run" in responses.columns else [])
     known = probe.where((F.col("setting") == "probe") & F.col("error").isNull()).select(
-        "model", "answer_mode", "question_id",
+        *keys,
         F.when(F.col("chosen_role") == "memory", F.lit("memory")).otherwise(F.lit("unknown")).alias("probe_memory"))
-    known = known.dropDuplicates(["model", "answer_mode", "question_id"])
-    return responses.join(known, ["model", "answer_mode", "question_id"], "left") \
+    known = known.dropDuplicates(keys)
+    return responses.join(known, keys, "left") \
         .withColumn("memory", F.coalesce("probe_memory", F.lit("no_probe"))).drop("probe_memory")
 
 
@@ -141,7 +142,7 @@ def compute_metrics(responses: DataFrame, settings: Sequence[str],
         *[_count(answered & (F.col("chosen_letter") == letter)).alias(f"letter_{letter}") for letter in LETTERS],
         *[F.grouping(d).alias(f"_all_{d}") for d in DIMENSIONS],
     ]
-    keys = ["model", "answer_mode", "setting"]
+    keys = ["model", "answer_mode", "setting"] + (["run"] if "run" in responses.columns else [])
     rows = responses.where(F.col("setting").isin(list(settings)))
     grouped = rows.groupingSets([[*keys, *dims] for dims in breakdowns], *keys, *DIMENSIONS).agg(*counts)
     # A breakdown by a dimension a row does not have (the style of a probe) is no breakdown.
@@ -154,6 +155,22 @@ def compute_metrics(responses: DataFrame, settings: Sequence[str],
             else per_setting.when(F.col("setting") == setting, structs)
     return grouped.select(*keys, "items", *DIMENSIONS, *[f"_all_{d}" for d in DIMENSIONS],
                           F.explode(per_setting).alias("m")).select(
-        "model", "answer_mode", "setting", "m.metric", "m.value", "m.n", "items",
+        *keys, "m.metric", "m.value", "m.n", "items",
         *[F.when(F.col(f"_all_{d}") == 0, F.col(d)).cast("int" if d == "hop" else "string").alias(d)
           for d in DIMENSIONS])
+
+
+def over_runs(per_run: DataFrame) -> DataFrame:
+    """Metrics of several runs (``evaluate.runs``, a ``run`` column) as the paper reports
+    them: ``value`` the mean over the runs that have one, ``value_spread`` its sample standard
+    deviation (null with one run), ``runs`` how many runs had a value, ``n`` and ``items``
+    summed over the runs (the answers the mean rests on; n / runs per run). Without a ``run``
+    column: one run."""
+    if "run" not in per_run.columns:
+        per_run = per_run.withColumn("run", F.lit(0))
+    keys = [c for c in per_run.columns if c not in ("run", "value", "n", "items")]
+    # null breakdown columns group together, as they should ("all")
+    return per_run.groupBy(*keys).agg(
+        F.avg("value").alias("value"), F.stddev_samp("value").alias("value_spread"),
+        F.count("value").cast("int").alias("runs"), F.sum("n").cast("long").alias("n"),
+        F.sum("items").cast("long").alias("items"))

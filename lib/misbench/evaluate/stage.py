@@ -31,7 +31,7 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from misbench.bench.stage import ENTRY_STYLE, LETTERS
+from misbench.bench.stage import ENTRY_STYLE, LETTERS, role_order
 from misbench.claims.stage import normalized, stable_id
 from misbench.prompts import Prompt, messages_column
 
@@ -47,7 +47,7 @@ RTD_LAST_STEPS = {"compare": "eval_rtd_compare", "judge": "eval_detect_rtd"}
 COMPARED_TEXTS = ("Text 1", "Text 2")
 DETECTION_ROLES = ("misinformation", "not_misinformation")
 ITEM_COLUMNS = [
-    "item_id", "setting", "question_id", "claim_id", "kind", "hop", "relation", "topic", "style",
+    "item_id", "run", "setting", "question_id", "claim_id", "kind", "hop", "relation", "topic", "style",
     "evidence_ids", "letters", "roles", "prompt_name", "prompt_hash", "messages",
 ]
 RESPONSE_SCHEMA = (
@@ -76,12 +76,35 @@ def _finish(rows: DataFrame, setting: str, prompt: Prompt, fields: Mapping[str, 
         .withColumn("setting", F.lit(setting)).withColumn("prompt_name", F.lit(prompt.name)) \
         .withColumn("prompt_hash", F.substring(F.sha2(F.col("messages"), 256), 1, 16)) \
         .withColumn("item_id", stable_id(F.lit(setting), F.col("question_id"), F.coalesce(F.col("style"), F.lit("")),
-                                         F.concat_ws(",", "evidence_ids"))) \
+                                         F.concat_ws(",", "evidence_ids"),
+                                         F.when(F.col("run") > 0, F.col("run").cast("string")))) \
         .select(*ITEM_COLUMNS)
 
 
 def _text(texts: DataFrame, alias: str) -> DataFrame:
     return texts.select(F.col("evidence_id").alias(f"{alias}_id"), F.col("text").alias(alias))
+
+
+def dealt_for_run(questions: DataFrame, run: int, seed: int) -> DataFrame:
+    """The questions as run ``run`` of an evaluation shows them (``evaluate.runs``): run 0 as
+    stored (the bench's dealing); a later run deals the option letters and the pair order
+    again with a seed of its own, so the mean over runs shows how much of a score is the
+    options' positions (the paper averages three runs)."""
+    questions = questions.withColumn("run", F.lit(run))
+    if run == 0:
+        return questions
+    position = F.pmod(_hash(F.col("question_id"), "run", run, seed), F.lit(len(LETTERS))).cast("int")
+    roles = role_order(F.col("question_id"), position, _hash(F.lit(run), F.lit(seed)))
+    by_role = F.map_from_arrays("roles", "options")
+    return questions.withColumn("options", F.transform(roles, lambda role: F.element_at(by_role, role))) \
+        .withColumn("roles", roles) \
+        .withColumn("letters", F.map_from_arrays("roles", F.array(*[F.lit(letter) for letter in LETTERS]))) \
+        .withColumn("pair_misinformation_first", F.pmod(_hash(F.col("question_id"), "pair", run, seed), F.lit(2)) == 0)
+
+
+def _run_hash(key: Column, salt: str, seed: int) -> Column:
+    """A passage's seeded hash for run ``run`` (the column): run 0 keeps the stored orders."""
+    return F.when(F.col("run") == 0, _hash(key, salt, seed)).otherwise(_hash(key, salt, F.col("run"), seed))
 
 
 def _by_kind(base: DataFrame) -> DataFrame:
@@ -94,8 +117,10 @@ def choice_items(questions: DataFrame, texts: DataFrame, prompts: Mapping[str, P
     """Multiple-choice items: the probe once per question (no kind); single and pair once per
     question and kind with a passing entry; style once per question, kind and style."""
     letters = F.array(*[F.lit(letter) for letter in LETTERS])
+    if "run" not in questions.columns:
+        questions = questions.withColumn("run", F.lit(0))
     base = questions.select(
-        "question_id", "claim_id", "hop", "relation", F.coalesce("topic", F.lit("unknown")).alias("topic"),
+        "run", "question_id", "claim_id", "hop", "relation", F.coalesce("topic", F.lit("unknown")).alias("topic"),
         "question", "roles", "settings", "misinformation_texts", "correct_texts", "pair_misinformation_first",
         letters.alias("letters"), option_lines(letters, F.col("options")).alias("options_text"))
     has = lambda setting: F.array_contains("settings", setting)  # noqa: E731
@@ -133,12 +158,14 @@ def detection_passages(questions: DataFrame, texts: DataFrame, styles: Sequence[
     """Passages to judge: every passing misinformation text of each question (by kind and
     style), and each question's correct texts (kind ``correct``). ``styles``: only these
     styles."""
+    if "run" not in questions.columns:
+        questions = questions.withColumn("run", F.lit(0))
     base = questions.where(F.array_contains("settings", "detection")).select(
-        "question_id", "claim_id", "hop", "relation", F.coalesce("topic", F.lit("unknown")).alias("topic"),
+        "run", "question_id", "claim_id", "hop", "relation", F.coalesce("topic", F.lit("unknown")).alias("topic"),
         "misinformation_texts", "correct_texts")
-    wrong = _by_kind(base).select("question_id", "claim_id", "kind", "hop", "relation", "topic",
+    wrong = _by_kind(base).select("run", "question_id", "claim_id", "kind", "hop", "relation", "topic",
                                   F.explode("kind_texts").alias("style", "passage_id"))
-    right = base.select("question_id", "claim_id", F.lit("correct").alias("kind"), "hop", "relation", "topic",
+    right = base.select("run", "question_id", "claim_id", F.lit("correct").alias("kind"), "hop", "relation", "topic",
                         F.explode("correct_texts").alias("style", "passage_id"))
     passages = wrong.unionByName(right)
     if styles is not None:
@@ -148,7 +175,7 @@ def detection_passages(questions: DataFrame, texts: DataFrame, styles: Sequence[
 
 def _detection_options(rows: DataFrame, seed: int, yes: str, no: str) -> DataFrame:
     """Two options, "misinformation: yes" and "no", in a seeded order per passage."""
-    yes_first = F.pmod(_hash(F.col("passage_id"), "detect", seed), F.lit(2)) == 0
+    yes_first = F.pmod(_run_hash(F.col("passage_id"), "detect", seed), F.lit(2)) == 0
     roles = F.when(yes_first, F.array(*[F.lit(r) for r in DETECTION_ROLES])) \
         .otherwise(F.array(*[F.lit(r) for r in reversed(DETECTION_ROLES)]))
     texts = F.when(yes_first, F.array(F.lit(yes), F.lit(no))).otherwise(F.array(F.lit(no), F.lit(yes)))
@@ -192,7 +219,7 @@ def rtd_compare_items(passages: DataFrame, references: DataFrame, prompts: Mappi
     reconstruction ``not_misinformation``, so success and false-alarm rates read as in
     detection. ``references``: passage_id, entity, reference."""
     rows = passages.join(references, "passage_id")
-    passage_first = F.pmod(_hash(F.col("passage_id"), "rtd", seed), F.lit(2)) == 0
+    passage_first = F.pmod(_run_hash(F.col("passage_id"), "rtd", seed), F.lit(2)) == 0
     roles = F.when(passage_first, F.array(*[F.lit(r) for r in DETECTION_ROLES])) \
         .otherwise(F.array(*[F.lit(r) for r in reversed(DETECTION_ROLES)]))
     letters = F.array(*[F.lit(letter) for letter in LETTERS[:2]])
