@@ -65,3 +65,26 @@ def test_each_stage_reruns_for_its_own_prompts_only():
     assert all("system.txt" in files for files in of.values())
     assert set().union(*of.values()) == set(names)
     assert prompt_files_of("evaluate", ["my_judge.txt"]) == ["my_judge.txt"]
+
+
+def test_the_paper_profile_sets_the_protocol_on_top_of_any_environment():
+    """--profile paper: local Spark plus MisBench's protocol; a list keeps the environment
+    of its first profile (databricks,paper); evaluate.prompts is checked by setting name."""
+    from misbench.prompts import load_prompt
+
+    paper = load_config("paper")
+    local = load_config("local")
+    assert paper.get("spark.master") == local.get("spark.master") and paper.get("lake.backend") == "delta_rs"
+    assert paper.get("evaluate.runs") == 3 and paper.get("evaluate.answer_mode") == "generate"
+    assert paper.get("evaluate.generate_sampling.max_tokens") == 512
+    assert paper.get("evaluate.rtd.last_step") == "compare"
+    on_databricks = load_config("databricks,paper")
+    assert on_databricks.get("lake.backend") == load_config("databricks").get("lake.backend") != "delta_rs"
+    assert on_databricks.get("evaluate.runs") == 3 and on_databricks.profile == "databricks,paper"
+    for setting, name in paper.get("evaluate.prompts").items():
+        prompt = load_prompt(name)
+        assert "According to your own knowledge" in prompt.user, setting
+        assert "{options}" in prompt.user and "{question}" in prompt.user
+    assert load_config("local").get("evaluate.runs") == 1  # the defaults stay
+    with pytest.raises(ConfigError, match="unknown profile 'nowhere'"):
+        load_config("local,nowhere")

@@ -29,7 +29,8 @@ def _common_options(after_command: bool) -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     unset = {"default": argparse.SUPPRESS} if after_command else {}
     common.add_argument("--profile", **(unset or {"default": "local"}),
-                        help="conf/<name>.yaml or a path to a YAML file (default: local)")
+                        help="conf/<name>.yaml or a path to a YAML file; several merge left to right "
+                             "(databricks,paper) (default: local)")
     common.add_argument("--lake", metavar="DIR", **(unset or {"default": None}),
                         help="lake root folder (overrides lake.root)")
     common.add_argument("--set", dest="overrides_after" if after_command else "overrides", action="append",

@@ -98,14 +98,35 @@ class Config:
         return Config(data, self.profile)
 
 
-def load_config(profile: str = "local", overrides: Iterable[str] = ()) -> Config:
-    directory = conf_dir()
-    base = load_yaml(directory / "base.yaml")
-    profile_path = Path(profile)
-    if not profile_path.suffix:
-        profile_path = directory / f"{profile}.yaml"
-    if not profile_path.is_file():
+def _profile_layer(directory: Path, profile: str) -> tuple[dict, str]:
+    path = Path(profile)
+    if not path.suffix:
+        path = directory / f"{profile}.yaml"
+    if not path.is_file():
         known = sorted(p.stem for p in directory.glob("*.yaml") if p.stem != "base")
         raise ConfigError(f"unknown profile '{profile}' (known: {', '.join(known)})")
-    data = deep_merge(base, load_yaml(profile_path))
-    return Config(data, profile_path.stem).with_overrides(overrides)
+    return load_yaml(path), path.stem
+
+
+def load_config(profile: str = "local", overrides: Iterable[str] = ()) -> Config:
+    """base.yaml, then each profile of ``profile`` (a name, a YAML path, or several separated
+    by commas, merged left to right), then the overrides. A profile may name the one it
+    ``extends`` (``paper`` extends ``local``); that one is merged before it only when it comes
+    first, so ``databricks,paper`` keeps the cluster's settings."""
+    directory = conf_dir()
+    data = load_yaml(directory / "base.yaml")
+    names = [name.strip() for name in str(profile).split(",") if name.strip()]
+    if not names:
+        raise ConfigError("--profile names no profile")
+    stems = []
+    for index, name in enumerate(names):
+        layer, stem = _profile_layer(directory, name)
+        parent = layer.pop("extends", None)
+        if parent and index == 0:
+            parent_layer, parent_stem = _profile_layer(directory, str(parent))
+            parent_layer.pop("extends", None)
+            data = deep_merge(data, parent_layer)
+            stems.append(parent_stem)
+        data = deep_merge(data, layer)
+        stems.append(stem)
+    return Config(data, ",".join(stems)).with_overrides(overrides)

@@ -102,7 +102,13 @@ class Evaluation:
         if self.rtd_last_step not in stage.RTD_LAST_STEPS:
             raise ConfigError(f"evaluate.rtd.last_step '{self.rtd_last_step}' is not one of "
                               f"{', '.join(stage.RTD_LAST_STEPS)}")
-        self.prompts = {**{setting: load_prompt(name) for setting, name in stage.PROMPTS.items()},
+        # evaluate.prompts: another prompt file per setting (the paper profile's wording)
+        chosen = dict(self.options.get("prompts") or {})
+        unknown = sorted(set(chosen) - set(stage.CHOICE_SETTINGS) - {"detection", "desc"})
+        if unknown:
+            raise ConfigError(f"evaluate.prompts: no setting {unknown} takes a prompt of its own "
+                              f"(known: {', '.join([*stage.CHOICE_SETTINGS, 'detection', 'desc'])})")
+        self.prompts = {**{setting: load_prompt(chosen.get(setting, name)) for setting, name in stage.PROMPTS.items()},
                         "rtd": load_prompt(stage.RTD_LAST_STEPS[self.rtd_last_step]),
                         **{name: load_prompt(name) for name in stage.RTD_PROMPTS}}
 

@@ -59,7 +59,7 @@ def _finish(rows: DataFrame, setting: str, prompt: Prompt, fields: Mapping[str, 
         .withColumn("prompt_name", F.lit(prompt.name)) \
         .withColumn("prompt_hash", F.substring(F.sha2(F.col("messages"), 256), 1, 16)) \
         .withColumn("item_id", stable_id(F.lit(setting), F.col("question_id"), *[F.col(c) for c in extra])) \
-        .select(*ITEM_COLUMNS)
+        .withColumn("run", F.lit(0)).select(*ITEM_COLUMNS)  # one run: MultiHoax reports no average
 
 
 def choice_items(questions: DataFrame, prompt: Prompt) -> DataFrame:
