@@ -9,7 +9,11 @@ WITH answers AS (
 SELECT
   a.model, a.backend, a.answer_mode, a.setting, q.source, a.question_id, a.item_id, a.claim_id,
   a.kind, a.hop, a.relation, a.topic, a.style,
-  q.question, q.options, q.roles AS option_roles, q.memory_answer, q.misinformation_answer,
+  q.question,
+  -- the options as this answer saw them (a later run of evaluate.runs deals its own letters)
+  transform(a.roles, r -> element_at(map_from_arrays(q.roles, q.options), r)) AS options, a.roles AS option_roles,
+  element_at(map_from_arrays(q.roles, q.options), a.chosen_role) AS chosen_option,
+  q.memory_answer, q.misinformation_answer,
   a.evidence_position, a.evidence_id, t.kind AS evidence_kind, t.style AS evidence_style,
   t.text AS evidence_text,
   qc.passed AS evidence_passed_quality, qc.failed_filter AS evidence_failed_filter,

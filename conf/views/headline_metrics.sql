@@ -1,7 +1,9 @@
 -- The headline number of each setting per model and question set, overall (no breakdown),
 -- with its n: probe accuracy, detection / desc / rtd success rate, single and style
--- memorization ratio, pair TendCM with prior knowledge, MultiHoax accuracy per task.
-SELECT model, answer_mode, source, setting, metric, value, n, mlflow_run_id, computed_at
+-- memorization ratio, pair TendCM with prior knowledge, MultiHoax accuracy per task. With
+-- several runs (evaluate.runs) value is their mean, value_spread its standard deviation and n
+-- counts the answers of every run.
+SELECT model, answer_mode, source, setting, metric, value, value_spread, runs, n, mlflow_run_id, computed_at
 FROM eval_metrics
 WHERE kind IS NULL AND hop IS NULL AND style IS NULL AND topic IS NULL
   AND country IS NULL AND category IS NULL AND reasoning_type IS NULL

@@ -426,8 +426,10 @@ def _run_summary(spark, lake, cfg, report) -> str:
         runs = {}
         for row in rows:
             value = "null" if row["value"] is None or row["value"] != row["value"] else f"{row['value']:.3f}"
+            over = f"  (mean of {row['runs']} runs, spread {row['value_spread']:.3f})" \
+                if row["runs"] and row["runs"] > 1 and row["value_spread"] is not None else ""
             lines.append(f"  {row['model']:<36} {row['source']:<12} {row['setting']:<20} "
-                         f"{row['metric']:<20} {value:>6}  n={row['n']}")
+                         f"{row['metric']:<20} {value:>6}  n={row['n']}{over}")
             runs.setdefault(row["model"], set()).add(row["mlflow_run_id"])
         lines += ["", "MLflow runs:"] + [f"  {model}: {', '.join(sorted(r for r in ids if r))}"
                                         for model, ids in sorted(runs.items())]

@@ -110,23 +110,27 @@ def _profile_layer(directory: Path, profile: str) -> tuple[dict, str]:
 
 def load_config(profile: str = "local", overrides: Iterable[str] = ()) -> Config:
     """base.yaml, then each profile of ``profile`` (a name, a YAML path, or several separated
-    by commas, merged left to right), then the overrides. A profile may name the one it
-    ``extends`` (``paper`` extends ``local``); that one is merged before it only when it comes
-    first, so ``databricks,paper`` keeps the cluster's settings."""
+    by commas, merged left to right), then the overrides. A profile named alone brings the
+    one it ``extends`` beneath it (``paper`` extends ``local``); in a list the first profile
+    sets the environment, so ``databricks,paper`` keeps the cluster's settings."""
     directory = conf_dir()
     data = load_yaml(directory / "base.yaml")
     names = [name.strip() for name in str(profile).split(",") if name.strip()]
     if not names:
         raise ConfigError("--profile names no profile")
-    stems = []
-    for index, name in enumerate(names):
+    layers = []
+    for name in names:
         layer, stem = _profile_layer(directory, name)
-        parent = layer.pop("extends", None)
-        if parent and index == 0:
-            parent_layer, parent_stem = _profile_layer(directory, str(parent))
-            parent_layer.pop("extends", None)
-            data = deep_merge(data, parent_layer)
-            stems.append(parent_stem)
-        data = deep_merge(data, layer)
-        stems.append(stem)
-    return Config(data, ",".join(stems)).with_overrides(overrides)
+        layers.append((stem, layer))
+    if len(names) == 1:
+        seen = {layers[0][0]}
+        while layers[0][1].get("extends"):
+            parent = str(layers[0][1]["extends"])
+            layer, stem = _profile_layer(directory, parent)
+            if stem in seen:
+                raise ConfigError(f"profile '{names[0]}': 'extends' goes round in a circle through '{stem}'")
+            seen.add(stem)
+            layers.insert(0, (stem, layer))
+    for _, layer in layers:
+        data = deep_merge(data, {k: v for k, v in layer.items() if k != "extends"})
+    return Config(data, ",".join(stem for stem, _ in layers)).with_overrides(overrides)

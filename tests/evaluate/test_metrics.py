@@ -308,8 +308,13 @@ def test_later_runs_deal_the_options_again_and_metrics_average_over_runs(spark):
     first = {q.question_id: q for q in dealt_for_run(questions, 0, seed=5).collect()}
     second = {q.question_id: q for q in dealt_for_run(questions, 1, seed=5).collect()}
     assert all(first[k].roles == stored[k].roles and first[k].run == 0 for k in stored)
-    moved = sum(second[k].roles != stored[k].roles for k in stored)
-    assert moved > 30  # 4 in 5 move their memory letter, and the others are shuffled again
+    # the true answer moves two letters from where the bench dealt it: every question moves,
+    # and the run stays as balanced over A-E as the bench's dealing
+    assert all(second[k].letters["memory"] != stored[k].letters["memory"] for k in stored)
+    spread = {}
+    for q in second.values():
+        spread[q.letters["memory"]] = spread.get(q.letters["memory"], 0) + 1
+    assert sorted(spread) == ["A", "B", "C", "D", "E"] and max(spread.values()) - min(spread.values()) <= 1
     for k, q in second.items():
         assert dict(zip(q.roles, q.options)) == dict(zip(stored[k].roles, stored[k].options))
         assert [q.letters[r] for r in q.roles] == ["A", "B", "C", "D", "E"]

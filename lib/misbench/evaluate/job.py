@@ -95,7 +95,8 @@ class Evaluation:
         self.mode, self.fallback = answer_mode(cfg)
         # by setting (the prompt each setting renders), and RtD's step prompts by name
         self.rtd_coverage: dict | None = None  # passages, named, described, reconstructed
-        self.runs = int(self.options.get("runs") or 1)
+        runs = self.options.get("runs")
+        self.runs = int(1 if runs is None else runs)
         if self.runs < 1:
             raise ConfigError(f"evaluate.runs must be 1 or more, not {self.runs}")
         self.rtd_last_step = str(self.options["rtd"]["last_step"])
@@ -355,6 +356,8 @@ def run_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list[str]
                     rows = [r.asDict() for r in computed.where(F.col("setting") == setting).collect()]
                     values = {tracking.metric_key(r["metric"], r): r["value"] for r in rows if r["value"] is not None}
                     values.update({f"n/{tracking.metric_key(r['metric'], r)}": r["n"] for r in rows})
+                    values.update({f"spread/{tracking.metric_key(r['metric'], r)}": r["value_spread"]
+                                   for r in rows if r["value_spread"] is not None})
                     mlflow.log_metrics(values)
             now = dt.datetime.now(dt.timezone.utc)
             run_ids = F.create_map(*[x for s, run in setting_runs.items() for x in (F.lit(s), F.lit(run))])

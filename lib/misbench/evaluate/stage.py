@@ -87,13 +87,17 @@ def _text(texts: DataFrame, alias: str) -> DataFrame:
 
 def dealt_for_run(questions: DataFrame, run: int, seed: int) -> DataFrame:
     """The questions as run ``run`` of an evaluation shows them (``evaluate.runs``): run 0 as
-    stored (the bench's dealing); a later run deals the option letters and the pair order
-    again with a seed of its own, so the mean over runs shows how much of a score is the
-    options' positions (the paper averages three runs)."""
+    stored (the bench's dealing); a later run moves the true answer's letter and shuffles the
+    other options and the pair order with a seed of its own, so the mean over runs shows how
+    much of a score is the options' positions (the paper averages three runs). Two-option
+    settings (detection, +Desc, RtD) draw their order again per run: about half their items
+    show run 0's order, asked once more."""
     questions = questions.withColumn("run", F.lit(run))
     if run == 0:
         return questions
-    position = F.pmod(_hash(F.col("question_id"), "run", run, seed), F.lit(len(LETTERS))).cast("int")
+    # The memory answer moves 2 letters a run from where the bench dealt it: every run stays
+    # as balanced over A-E as the bench's dealing, and five runs put it on five letters.
+    position = F.pmod(F.array_position("roles", "memory") - 1 + 2 * run, F.lit(len(LETTERS))).cast("int")
     roles = role_order(F.col("question_id"), position, _hash(F.lit(run), F.lit(seed)))
     by_role = F.map_from_arrays("roles", "options")
     return questions.withColumn("options", F.transform(roles, lambda role: F.element_at(by_role, role))) \

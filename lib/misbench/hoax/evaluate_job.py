@@ -198,7 +198,8 @@ def run_hoax_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list
                 *[F.lit(None).cast(kind).alias(name) for name, kind in
                   (("kind", "string"), ("hop", "int"), ("style", "string"), ("topic", "string"), ("memory", "string"))],
                 F.element_at(run_ids, F.col("setting")).alias("mlflow_run_id"), F.lit(now).alias("computed_at"),
-                *HOAX_DIMENSIONS, F.lit(1).alias("runs"), F.lit(None).cast("double").alias("value_spread"),
+                *HOAX_DIMENSIONS, F.when(F.col("value").isNotNull(), 1).otherwise(0).alias("runs"),
+                F.lit(None).cast("double").alias("value_spread"),
             ).withColumn("metric_id", metric_id())
             replace_metrics(lake, rows, model, None, source, hoax=True)
             table = lake.read("eval_metrics").where(F.col("evaluation_id") == evaluation_id).toPandas()
