@@ -10,9 +10,13 @@ SELECT
   a.model, a.backend, a.answer_mode, a.setting, q.source, a.question_id, a.item_id, a.claim_id,
   a.kind, a.hop, a.relation, a.topic, a.style,
   q.question,
-  -- the options as this answer saw them (a later run of evaluate.runs deals its own letters)
-  transform(a.roles, r -> element_at(map_from_arrays(q.roles, q.options), r)) AS options, a.roles AS option_roles,
-  element_at(map_from_arrays(q.roles, q.options), a.chosen_role) AS chosen_option,
+  -- the question's options as this answer saw them (a later run of evaluate.runs deals its
+  -- own letters); detection, +Desc and RtD answer two options of their own (option_roles)
+  CASE WHEN a.setting IN ('probe', 'single', 'pair', 'style')
+       THEN transform(a.roles, r -> element_at(map_from_arrays(q.roles, q.options), r)) END AS options,
+  a.roles AS option_roles,
+  CASE WHEN a.setting IN ('probe', 'single', 'pair', 'style')
+       THEN element_at(map_from_arrays(q.roles, q.options), a.chosen_role) END AS chosen_option,
   q.memory_answer, q.misinformation_answer,
   a.evidence_position, a.evidence_id, t.kind AS evidence_kind, t.style AS evidence_style,
   t.text AS evidence_text,
