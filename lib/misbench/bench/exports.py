@@ -17,7 +17,8 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from misbench.bench.stage import KINDS, LETTERS, STYLES
+from misbench.bench.stage import LETTERS, STYLES
+from misbench.claims.stage import CONFLICT_KINDS
 
 LM_EVAL_SETTINGS = ("probe", "single")
 
@@ -35,7 +36,7 @@ def hf_rows(questions: DataFrame, texts: DataFrame) -> pd.DataFrame:
         "misinformation_answer_letter": frame["letters"].map(lambda letters: dict(letters)["misinformation"]),
         "pair_misinformation_first": frame["pair_misinformation_first"],
     })
-    for kind in KINDS:
+    for kind in CONFLICT_KINDS:
         for style in STYLES:
             out[f"misinformation_{kind}_{style}"] = frame["misinformation_texts"].map(
                 lambda m, kind=kind, style=style: by_id.get(dict(dict(m or {}).get(kind) or {}).get(style)))
@@ -45,7 +46,7 @@ def hf_rows(questions: DataFrame, texts: DataFrame) -> pd.DataFrame:
 
 
 def dataset_card(rows: pd.DataFrame, name: str) -> str:
-    kinds = {kind: int(rows["kinds"].map(lambda ks, kind=kind: kind in ks).sum()) for kind in KINDS}
+    kinds = {kind: int(rows["kinds"].map(lambda ks, kind=kind: kind in ks).sum()) for kind in CONFLICT_KINDS}
     return f"""---
 configs:
 - config_name: default

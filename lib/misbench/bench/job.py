@@ -132,9 +132,7 @@ def run_export(spark: SparkSession, lake: Lake, cfg: Config, fmt: str, out, sour
 
     out = Path(out)
     questions = lake.read("questions").where(F.col("source") == source)
-    if "kinds" not in questions.columns:
-        raise RuntimeError("export: the questions table has the layout of an earlier misbench (one question per "
-                           "claim and kind); rebuild it: misbench run-all --from claims")
+    stage.require_one_question_per_claim(questions, "export")
     texts = lake.read("bench_texts").where(F.col("source") == source)
     if fmt == "hf":
         rows = exports.export_hf(questions, texts, out, name=f"misbench-{source}")

@@ -33,7 +33,6 @@ STYLES = ("wikipedia", "news", "science", "blog", "technical", "confident")
 ENTRY_STYLE = "wikipedia"  # the encyclopedia entry: the text of the single and pair settings
 SOURCE = "wikidata"  # questions built here; imported sets carry their own source name
 
-KINDS = ("factual", "temporal", "semantic")
 QUESTION_COLUMNS = [
     "question_id", "source", "claim_id", "kinds", "hop", "relation", "topic", "answer_type", "subject_id",
     "subject_label", "question", "options", "roles", "letters", "memory_answer", "misinformation_answer",
@@ -177,6 +176,14 @@ def questions(claims: DataFrame, conflicts: DataFrame, texts: DataFrame, seed: i
         .withColumn("settings", settings) \
         .withColumn("source", F.lit(source))
     return kept.select(*QUESTION_COLUMNS), left_out
+
+
+def require_one_question_per_claim(questions: DataFrame, stage_name: str) -> None:
+    """Stop a stage that reads a questions table of the layout before one question per claim
+    (one per claim and kind: a ``kind`` column, no ``kinds``)."""
+    if "kinds" not in questions.columns:
+        raise RuntimeError(f"{stage_name}: the questions table has the layout of an earlier misbench (one "
+                           "question per claim and kind); rebuild it: misbench run-all --from claims")
 
 
 def position_spread(questions: DataFrame) -> DataFrame:

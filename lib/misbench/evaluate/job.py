@@ -18,6 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from misbench.chunked import pending_rows, recover_chunk, run_chunks
+from misbench.bench.stage import require_one_question_per_claim
 from misbench.claims.job import entity_labels
 from misbench.claims.stage import stable_id
 from misbench.config import Config, ConfigError
@@ -116,9 +117,7 @@ class Evaluation:
     # -- items ---------------------------------------------------------------------------
     def questions(self) -> DataFrame:
         questions = self.lake.read("questions").where(F.col("source") == self.source)
-        if "kinds" not in questions.columns:
-            raise RuntimeError("evaluate: the questions table has the layout of an earlier misbench (one question "
-                               "per claim and kind); rebuild it: misbench run-all --from claims")
+        require_one_question_per_claim(questions, "evaluate")
         limit = self.options.get("limit")
         if limit:
             questions = questions.orderBy("question_id").limit(int(limit))

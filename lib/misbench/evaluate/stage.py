@@ -177,15 +177,21 @@ def detection_passages(questions: DataFrame, texts: DataFrame, styles: Sequence[
     return passages.join(_text(texts, "passage"), "passage_id")
 
 
-def _detection_options(rows: DataFrame, seed: int, yes: str, no: str) -> DataFrame:
-    """Two options, "misinformation: yes" and "no", in a seeded order per passage."""
-    yes_first = F.pmod(_run_hash(F.col("passage_id"), "detect", seed), F.lit(2)) == 0
-    roles = F.when(yes_first, F.array(*[F.lit(r) for r in DETECTION_ROLES])) \
+def _two_options(rows: DataFrame, flagged_first: Column, texts: Column) -> DataFrame:
+    """Two options (``texts``, in display order), the first of them the one that calls the
+    passage misinformation where ``flagged_first``: roles, letters and the option lines."""
+    roles = F.when(flagged_first, F.array(*[F.lit(r) for r in DETECTION_ROLES])) \
         .otherwise(F.array(*[F.lit(r) for r in reversed(DETECTION_ROLES)]))
-    texts = F.when(yes_first, F.array(F.lit(yes), F.lit(no))).otherwise(F.array(F.lit(no), F.lit(yes)))
     letters = F.array(*[F.lit(letter) for letter in LETTERS[:2]])
     return rows.withColumn("roles", roles).withColumn("letters", letters) \
         .withColumn("options_text", option_lines(letters, texts)).withColumn("evidence_ids", F.array("passage_id"))
+
+
+def _detection_options(rows: DataFrame, seed: int, yes: str, no: str) -> DataFrame:
+    """Two options, "misinformation: yes" and "no", in a seeded order per passage."""
+    yes_first = F.pmod(_run_hash(F.col("passage_id"), "detect", seed), F.lit(2)) == 0
+    return _two_options(rows, yes_first, F.when(yes_first, F.array(F.lit(yes), F.lit(no)))
+                        .otherwise(F.array(F.lit(no), F.lit(yes))))
 
 
 def detection_items(passages: DataFrame, prompts: Mapping[str, Prompt], seed: int, yes: str, no: str) -> DataFrame:
@@ -222,16 +228,12 @@ def rtd_compare_items(passages: DataFrame, references: DataFrame, prompts: Mappi
     misinformation. Naming the passage is role ``misinformation`` (flagged), naming the
     reconstruction ``not_misinformation``, so success and false-alarm rates read as in
     detection. ``references``: passage_id, entity, reference."""
-    rows = passages.join(references, "passage_id")
     passage_first = F.pmod(_run_hash(F.col("passage_id"), "rtd", seed), F.lit(2)) == 0
-    roles = F.when(passage_first, F.array(*[F.lit(r) for r in DETECTION_ROLES])) \
-        .otherwise(F.array(*[F.lit(r) for r in reversed(DETECTION_ROLES)]))
-    letters = F.array(*[F.lit(letter) for letter in LETTERS[:2]])
-    rows = rows.withColumn("roles", roles).withColumn("letters", letters) \
-        .withColumn("options_text", option_lines(letters, F.array(*[F.lit(t) for t in COMPARED_TEXTS]))) \
+    # option "Text 1" names the first text shown: it flags the passage when the passage is first
+    rows = _two_options(passages.join(references, "passage_id"), passage_first,
+                        F.array(*[F.lit(t) for t in COMPARED_TEXTS])) \
         .withColumn("text_1", F.when(passage_first, F.col("passage")).otherwise(F.col("reference"))) \
-        .withColumn("text_2", F.when(passage_first, F.col("reference")).otherwise(F.col("passage"))) \
-        .withColumn("evidence_ids", F.array("passage_id"))
+        .withColumn("text_2", F.when(passage_first, F.col("reference")).otherwise(F.col("passage")))
     return _finish(rows, "rtd", prompts["rtd"], {"entity": "entity", "text_1": "text_1", "text_2": "text_2",
                                                  "options": "options_text"})
 
