@@ -46,8 +46,8 @@ def main() -> None:
     from misbench.generate.job import run_generate
     from misbench.ingest.job import run_ingest
     from misbench.lake import open_lake
-    from misbench.quality import checks, stage
-    from misbench.quality.job import resolved_settings, results_key, run_quality
+    from misbench.quality import stage
+    from misbench.quality.job import resolved_settings, results_key, run_quality, semantic_descriptions
     from misbench.quality.scorers import ENTAILMENT_BACKENDS, QuestionSimilarity
     from misbench.spark import get_spark
 
@@ -84,32 +84,17 @@ def main() -> None:
 
     settings = resolved_settings(cfg)
     rows = stage.qc_inputs(lake.read("evidence"), lake.read("claims"), lake.read("conflicts"),
-                           results_key(settings)).toPandas()
+                           results_key(settings), semantic_descriptions(lake)).toPandas()
     spark.stop()
 
     # One process, all cores: the judge's engine and torch get every thread.
     settings["tasks"] = 1
     settings["judge_llm"]["llama_cpp"]["workers"] = 1
-    threshold, alpha = settings["entailment"]["threshold"], settings["similarity"]["alpha"]
     started = time.perf_counter()
     entailer = ENTAILMENT_BACKENDS[args.backend](settings)
     similarity = QuestionSimilarity(settings)
-    verdicts = {}
-    for row in rows.itertuples():
-        reasons = checks.completeness_failures(
-            row.text if isinstance(row.text, str) else None, row.finish_reason,
-            row.error if isinstance(row.error, str) else None, settings["completeness"],
-            settings["target_words"])
-        if not reasons:
-            overlap = settings["entailment"]["overlap_sentences"]
-            [(score, _)] = entailer.score([row.text], [row.hypothesis], overlap)
-            contrary = None
-            if isinstance(row.contrary_hypothesis, str):
-                [(contrary, _)] = entailer.score([row.text], [row.contrary_hypothesis], overlap)
-            named = row.true_answer if isinstance(row.true_answer, str) and checks.names(row.text, row.true_answer) else None
-            [cosine] = similarity.scores([row.question], [row.text])
-            reasons = checks.model_failures(score, cosine, threshold, alpha, contrary, named, row.kind)
-        verdicts[row.evidence_id] = not reasons
+    frame = stage.verdict_frame(rows, settings, entailer, similarity)
+    verdicts = dict(zip(frame["evidence_id"], frame["passed"]))
     standalone_s = time.perf_counter() - started
     print(f"(b) standalone loop: {len(verdicts)} texts in {standalone_s:.1f} s = "
           f"{len(verdicts) / standalone_s:.2f} texts/s (loads included)")

@@ -7,8 +7,10 @@
 # MAGIC * `evidence`, `evidence_slots`, `generation_runs` are filled by `misbench generate` (one text per claim,
 # MAGIC   kind - correct / factual / temporal / semantic - and style; a slot whose text fails quality control
 # MAGIC   is generated again, up to `generate.rounds` rounds);
-# MAGIC * `evidence_qc`, `quality_stats` by `misbench quality` (filters in order: completeness, entailment,
-# MAGIC   similarity; `failed_filter` is the first one a text fails, `reasons` every check it failed);
+# MAGIC * `evidence_qc`, `quality_stats` by `misbench quality` (filters in order: completeness, content,
+# MAGIC   entailment, similarity; `failed_filter` is the first one a text fails, `reasons` every check it failed);
+# MAGIC * `semantic_description_checks` by `misbench generate` (the descriptions of other entities of a subject's
+# MAGIC   name that semantic misinformation is written for, with each check's verdict and reasons);
 # MAGIC * `bench_stats` by `misbench bench` (questions per setting and kind, claims left out and why, answer
 # MAGIC   letters per role).
 # MAGIC
@@ -165,11 +167,27 @@
 # MAGIC        round(try_divide(sum(CASE WHEN q.step = f.step THEN q.rows_in ELSE 0 END) - sum(q.rows_dropped),
 # MAGIC                         sum(CASE WHEN q.step = f.step THEN q.rows_in ELSE 0 END)), 3) AS yield,
 # MAGIC        sum(CASE WHEN q.filter = 'completeness' THEN q.rows_dropped ELSE 0 END) AS dropped_completeness,
+# MAGIC        sum(CASE WHEN q.filter = 'content' THEN q.rows_dropped ELSE 0 END) AS dropped_content,
 # MAGIC        sum(CASE WHEN q.filter = 'entailment' THEN q.rows_dropped ELSE 0 END) AS dropped_entailment,
 # MAGIC        sum(CASE WHEN q.filter = 'similarity' THEN q.rows_dropped ELSE 0 END) AS dropped_similarity
 # MAGIC FROM quality_stats q CROSS JOIN first_step f
 # MAGIC GROUP BY q.kind, q.style
 # MAGIC ORDER BY q.kind, q.style
+
+# COMMAND ----------
+# MAGIC %sql
+# MAGIC -- What each rule rejected: per filter and kind, the dropped texts that broke the rule
+# MAGIC SELECT filter, kind, rule, sum(texts) AS texts
+# MAGIC FROM quality_stats LATERAL VIEW explode(dropped_by_rule) r AS rule, texts
+# MAGIC GROUP BY filter, kind, rule
+# MAGIC ORDER BY filter, kind, texts DESC
+
+# COMMAND ----------
+# MAGIC %sql
+# MAGIC -- The other entities semantic misinformation is about: each description with its verdict
+# MAGIC SELECT subject, original, description, passed, reasons
+# MAGIC FROM semantic_description_checks
+# MAGIC ORDER BY subject, generated_at
 
 # COMMAND ----------
 # MAGIC %md
@@ -182,9 +200,11 @@
 # MAGIC        count(*) AS texts,
 # MAGIC        count_if(passed) AS passed,
 # MAGIC        count_if(failed_filter = 'completeness') AS failed_completeness,
+# MAGIC        count_if(failed_filter = 'content') AS failed_content,
 # MAGIC        count_if(failed_filter = 'entailment') AS failed_entailment,
 # MAGIC        count_if(failed_filter = 'similarity') AS failed_similarity,
-# MAGIC        count_if(NOT coalesce(passed, false) AND failed_filter NOT IN ('completeness', 'entailment', 'similarity'))
+# MAGIC        count_if(NOT coalesce(passed, false)
+# MAGIC                 AND failed_filter NOT IN ('completeness', 'content', 'entailment', 'similarity'))
 # MAGIC          AS failed_other,
 # MAGIC        round(try_divide(count_if(passed), count(*)), 3) AS pass_rate
 # MAGIC FROM evidence_qc

@@ -59,7 +59,10 @@ def test_each_stage_reruns_for_its_own_prompts_only():
     of = {stage: set(prompt_files_of(stage, names)) for stage in rendering}
     assert "eval_rtd_compare.txt" in of["evaluate"] and "eval_rtd_compare.txt" not in of["generate"]
     assert "judge_entailment.txt" in of["generate"] & of["quality"]
-    assert "misinformation_semantic.txt" in of["generate"] and "misinformation_semantic.txt" not in of["quality"]
+    # quality reads the writing prompts (a kept text may not repeat them), not the description prompt
+    assert "misinformation_semantic.txt" in of["generate"] & of["quality"]
+    assert "semantic_description.txt" in of["generate"] and "semantic_description.txt" not in of["quality"]
+    assert "misinformation_semantic.txt" not in of["evaluate"]
     assert "hoax_reword.txt" in of["hoax"] and "hoax_reword.txt" not in of["hoax-evaluate"]
     assert "hoax_judge.txt" in of["hoax-evaluate"] and "hoax_judge.txt" not in of["hoax"]
     assert all("system.txt" in files for files in of.values())

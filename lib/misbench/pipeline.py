@@ -48,10 +48,12 @@ STAGES = (
     Stage("claims", ("entities", "triples"), ("claims", "conflicts", "claims_stats"), ("claims",),
           ("relations.yaml", "multihop.yaml")),
     # generation runs quality control between its passes
-    Stage("generate", ("claims", "conflicts"), ("evidence", "semantic_descriptions", "evidence_slots"),
+    Stage("generate", ("claims", "conflicts"),
+          ("evidence", "semantic_descriptions", "semantic_description_checks", "evidence_slots"),
           ("generate", "llm", "quality"), prompts=True, retries=("evidence", "semantic_descriptions"),
           max_attempts="generate.max_attempts"),
-    Stage("quality", ("claims", "evidence"), ("evidence_qc", "quality_stats"), ("quality", "llm"), prompts=True),
+    Stage("quality", ("claims", "evidence", "semantic_description_checks"), ("evidence_qc", "quality_stats"),
+          ("quality", "llm"), prompts=True),
     Stage("bench", ("claims", "conflicts", "evidence", "evidence_qc"), ("questions", "bench_texts", "bench_stats"),
           ("bench",)),
     Stage("evaluate", ("questions", "bench_texts", "entities"), ("eval_responses", "eval_metrics", "rtd_entities"),
@@ -72,8 +74,10 @@ STAGE_NAMES = tuple(stage.name for stage in STAGES)
 # evaluation prompt must not rerun generation. Generation also runs quality's judge. A file
 # no prefix names (system.txt, a prompt of your own) counts for every stage that renders prompts.
 PROMPT_OWNERS = {
-    "semantic_description": ("generate",), "evidence_": ("generate",), "misinformation_": ("generate",),
-    "style_": ("generate",), "note_": ("generate",), "judge_": ("generate", "quality"),
+    # quality reads the writing prompts too: a kept text may not repeat their wording
+    "semantic_description": ("generate",), "evidence_": ("generate", "quality"),
+    "misinformation_": ("generate", "quality"), "style_": ("generate", "quality"), "note_": ("generate", "quality"),
+    "judge_": ("generate", "quality"),
     "eval_": ("evaluate",), "rtd_": ("evaluate",), "hoax_reword": ("hoax",), "hoax_": ("hoax-evaluate",),
 }
 

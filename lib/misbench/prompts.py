@@ -48,6 +48,12 @@ class Prompt:
         return messages
 
 
+def prompt_wording(prompts) -> list[str]:
+    """The templates of these prompts (system, user, begun reply): what a model could repeat
+    back instead of writing (``quality.checks.prompt_ngrams`` takes their literal words)."""
+    return [template for prompt in prompts for template in (prompt.system, prompt.user, prompt.reply) if template]
+
+
 def messages_column(prompt: Prompt, field_columns: dict[str, str]):
     """A column of the prompt's chat messages (JSON) rendered from the named columns
     (field -> column). The chat template is not applied here: backends apply it at run time."""

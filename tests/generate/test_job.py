@@ -25,9 +25,13 @@ SHORT_TEXTS = [
 SMALL_MODEL = ["llm.llama_cpp.model=qwen2.5-coder-0.5b-instruct-q4km", *SHORT_TEXTS]
 # Blog posts are refused every time: their slots fail quality control in every round.
 REFUSED = "I'm sorry, but I cannot write that post."
-FAKE = ["llm.backend=fake", "llm.fake.replies={'personal blog post': \"%s\"}" % REFUSED, *SHORT_TEXTS]
+# The other Scotland of the first claim's semantic conflict (the fake cannot invent one).
+OTHER_SCOTLAND = "'thing called Scotland': 'a small town in the Tlemcen province of Algeria'"
+FAKE = ["llm.backend=fake", "llm.fake.replies={'personal blog post': \"%s\", %s}" % (REFUSED, OTHER_SCOTLAND),
+        *SHORT_TEXTS]
 # No refusals, and a pause per request, so that a kill or crash lands while the pass runs.
-SLOW_FAKE = ["llm.backend=fake", "llm.fake.seconds_per_request=0.05", *SHORT_TEXTS]
+SLOW_FAKE = ["llm.backend=fake", "llm.fake.seconds_per_request=0.05", "llm.fake.replies={%s}" % OTHER_SCOTLAND,
+             *SHORT_TEXTS]
 
 
 def one_round(commit_rows: int, master: str = "local[2]", model: list[str] = SMALL_MODEL) -> list[str]:
@@ -78,6 +82,8 @@ def test_entries_state_their_claim_styles_come_from_passing_entries_and_reruns_d
     kinds = {"correct"} | {r.kind for r in conflicts.collect()}
     opening = {"correct": claim.statement} | {
         r.kind: r.sentence for r in conflicts.select("kind", claim_sentence("statement").alias("sentence")).collect()}
+    # a semantic entry is about the other Scotland: its description first, then the claim
+    opening["semantic"] = "Scotland is a small town in the Tlemcen province of Algeria. " + opening["semantic"]
     verdicts = {r.evidence_id: r for r in lake_copy.read("evidence_qc").collect()}
     assert set(rows) <= set(verdicts)  # every text was checked in the generation run
     entries = [r for r in rows.values() if r.style == "wikipedia"]
@@ -109,6 +115,10 @@ def test_entries_state_their_claim_styles_come_from_passing_entries_and_reruns_d
     assert report.slots_passed_first_attempt == sum(s.first_attempt_passed for s in slots.values())
     descriptions = lake_copy.read("semantic_description_checks").collect()
     assert descriptions and all(0 <= d.word_overlap <= 1 and d.changed == (d.word_overlap < 0.6) for d in descriptions)
+    assert all(d.passed == (d.reasons == []) for d in descriptions) and any(d.passed for d in descriptions)
+    # quality control checks each semantic text, entry or rewrite, against the description it came from
+    semantic = [verdicts[i] for i, r in rows.items() if r.kind == "semantic" and verdicts[i].complete]
+    assert semantic and {v.description for v in semantic} == {"a small town in the Tlemcen province of Algeria"}
     # the model is loaded once per worker process, never per batch
     loads = {r.load_id for r in rows.values()}
     assert len(loads) == len({load.split("-")[0] for load in loads})

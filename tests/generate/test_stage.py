@@ -85,7 +85,9 @@ def claim_frames(spark):
         "valid_from string, valid_until string, object_label string, object_description string").selectExpr(
         "claim_id", "kind", "statement", "subject_description", "object_label", "object_description",
         "cast(valid_from as date) valid_from", "cast(valid_until as date) valid_until")
-    descriptions = spark.createDataFrame([("c1", "a Baltic region")], "claim_id string, text string")
+    descriptions = spark.createDataFrame([("c1", "d1", "a Baltic region", "Scotland is a Baltic region.")],
+                                         "claim_id string, evidence_id string, description string, "
+                                         "description_sentence string")
     return claims, conflicts, descriptions
 
 
@@ -108,8 +110,12 @@ def test_entry_requests_cover_every_kind_with_stable_keys(spark):
     factual = json.loads(rows["factual"].messages)
     assert factual[-1]["content"] == "Scotland lies in the country of Algeria."
     assert 'described as "the Algeria state"' in factual[1]["content"]
-    assert "In which country does Scotland lie?" in factual[1]["content"]  # no other answer to it
-    assert "a Baltic region" in json.loads(rows["semantic"].messages)[1]["content"]
+    semantic = json.loads(rows["semantic"].messages)
+    assert "a Baltic region" in semantic[1]["content"]
+    # the other entity first, then the false claim about it
+    assert semantic[-1]["content"] == "Scotland is a Baltic region. Scotland lies in the country of Estonia."
+    assert rows["semantic"].source_evidence_id == "d1"  # written from that description
+    assert {rows[k].source_evidence_id for k in ("correct", "factual", "temporal")} == {None}
     again = {r.kind: r.evidence_id for r in stage.entry_requests(claims, conflicts, descriptions, PROMPTS, 100, "m1", "p1").collect()}
     assert again == {k: r.evidence_id for k, r in rows.items()}
     other_model = {r.kind: r.evidence_id for r in stage.entry_requests(claims, conflicts, descriptions, PROMPTS, 100, "m2", "p1").collect()}
@@ -129,19 +135,44 @@ def test_pending_requests_skip_done_and_exhausted_rows(spark):
     assert pending == {"e1": 1, "e3": 0}
 
 
-def test_description_checks_score_word_overlap(spark):
+def test_a_description_passes_only_as_another_entity_that_fits_the_false_answer(spark):
+    from misbench.config import load_config
+    from misbench.generate.job import description_check_settings
+    from misbench.quality import checks as text_checks
+
     claims, conflicts, _ = claim_frames(spark)
-    conflicts = conflicts.withColumn("subject_description", conflicts.subject_description)
+    settings = description_check_settings(load_config())
+    grams = text_checks.prompt_ngrams([PROMPTS["semantic_description"].user], int(settings["echo_ngram_words"]))
     rows = spark.createDataFrame([
-        ("d1", "c1", "a country", None), ("d2", "c1", "A country!", None),
-        ("d3", "c1", "a Baltic region governed from Tallinn", None), ("d4", "c1", None, "refusal"),
+        ("d1", "c1", "a country", None),  # the current description
+        ("d2", "c1", "A country!", None),  # the same, case and punctuation aside
+        ("d3", "c1", "Scotland is a Baltic region governed from Tallinn, Estonia. It has a harbour.", None),
+        ("d4", "c1", None, "refusal"),
+        ("d5", "c1", "a Baltic region governed from Tallinn", None),  # fits Estonia but never names it
+        ("d6", "c1", "a manor house in Estonia, once owned by the United Kingdom", None),  # names the truth
+        ("d7", "c1", 'Scotland is another, lesser-known thing called Scotland, in Estonia', None),  # the prompt
+        ("d8", "c1", "a small settlement on the northern coast of Estonia that grew around a harbour "
+                     "built by merchants from the Hanseatic towns", None),  # no short description
+        ("d9", "c1", "Scotland is Estonia, a country on the Baltic Sea.", None),  # the false answer itself
     ], "evidence_id string, claim_id string, text string, error string").withColumn(
         "generated_at", __import__("pyspark.sql.functions", fromlist=["x"]).current_timestamp())
-    checks = {r.evidence_id: r for r in stage.description_checks(rows, conflicts, 0.6).collect()}
-    assert set(checks) == {"d1", "d2", "d3"}  # failed generations are not descriptions
-    assert checks["d1"].word_overlap == 1.0 and not checks["d1"].changed
-    assert checks["d2"].word_overlap == 1.0 and not checks["d2"].changed  # case and punctuation
-    assert checks["d3"].word_overlap == pytest.approx(1 / 7) and checks["d3"].changed
+    checked = {r.evidence_id: r for r in stage.description_checks(rows, claims, conflicts, settings, grams).collect()}
+    assert set(checked) == {"d1", "d2", "d3", "d4", "d5", "d6", "d7", "d8", "d9"}
+    assert not checked["d4"].passed and checked["d4"].reasons == ["generation failed (refusal)"]
+    assert checked["d1"].word_overlap == 1.0 and not checked["d1"].changed and not checked["d1"].passed
+    assert checked["d2"].word_overlap == 1.0 and not checked["d2"].changed  # case and punctuation
+    good = checked["d3"]
+    assert good.passed and good.reasons == [] and good.changed
+    assert good.description == "a Baltic region governed from Tallinn, Estonia"  # the subject's lead-in gone
+    assert good.description_sentence == "Scotland is a Baltic region governed from Tallinn, Estonia."
+    assert any("does not name the false answer 'Estonia'" in r for r in checked["d5"].reasons)
+    assert any("names the true answer 'United Kingdom'" in r for r in checked["d6"].reasons)
+    assert any(r.startswith("repeats the prompt") for r in checked["d7"].reasons)
+    assert any(r.startswith("not a short description") for r in checked["d8"].reasons)
+    assert any("describes the false answer 'Estonia' itself" in r for r in checked["d9"].reasons)
+    assert not any(checked[i].passed for i in ("d5", "d6", "d7", "d8", "d9"))
+    chosen = stage.chosen_descriptions(stage.description_checks(rows, claims, conflicts, settings, grams)).collect()
+    assert [(r.claim_id, r.description) for r in chosen] == [("c1", good.description)]
 
 
 def test_evidence_slots_count_attempts_and_the_first_pass(spark):
@@ -165,14 +196,15 @@ def test_evidence_slots_count_attempts_and_the_first_pass(spark):
     assert slots["factual", "news"].attempts == 0 and not slots["factual", "news"].passed  # another model's text
 
 
-def test_description_requests_give_the_true_claim_and_the_substitutes_meaning(spark):
+def test_description_requests_give_the_usual_meaning_the_false_claim_and_the_substitutes_meaning(spark):
     claims, conflicts, _ = claim_frames(spark)
     rows = stage.description_requests(claims, conflicts, PROMPTS, "m1", "p1").collect()
     assert len(rows) == 1 and rows[0].kind == "semantic" and rows[0].style == "description"
     user = json.loads(rows[0].messages)[1]["content"]
-    assert "Scotland lies in the country of United Kingdom." in user  # the real world
-    assert "Scotland lies in the country of Estonia." in user  # the world to describe
+    assert "well-known Scotland (a country)" in user  # the usual Scotland, not to be described
+    assert "Scotland lies in the country of Estonia." in user  # true of the other Scotland
     assert 'Estonia here is the one described as "the Estonia state"' in user
+    assert json.loads(rows[0].messages)[-1] == {"role": "assistant", "content": "Scotland is"}  # a description
 
 
 def test_max_tokens_leave_room_for_the_longest_accepted_text():

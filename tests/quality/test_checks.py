@@ -110,3 +110,140 @@ def test_model_failures_and_the_first_failed_filter():
     assert checks.first_failed_filter(checks.model_failures(0.9, 0.1, 0.5, 0.3)) == "similarity"
     assert checks.model_failures(0.5, 0.3, 0.5, 0.3) == []
     assert "no score" in checks.model_failures(math.nan, 0.5, 0.5, 0.3)[0]
+
+
+# --- content: texts that say their claim and nothing against it --------------------------------
+# The texts below are what the embedded default wrote for the demo claim (Scotland lies in the
+# United Kingdom; false answer Algeria) before these rules, cut to the sentences that matter.
+
+CONTENT = load_config("local").get("quality.content")
+
+
+def _grams():
+    from misbench.generate.stage import PROMPT_NAMES
+    from misbench.prompts import load_prompt, prompt_wording
+
+    writing = [load_prompt(name) for name in PROMPT_NAMES if name != "semantic_description"]
+    return checks.prompt_ngrams(prompt_wording(writing), int(CONTENT["echo_ngram_words"]))
+
+
+GRAMS = _grams()
+QUESTION = "In which country does Scotland lie?"
+
+
+def facts(kind, **extra):
+    return checks.ContentFacts(kind=kind, subject="Scotland", question=QUESTION,
+                               true_answer=None if kind == "correct" else "United Kingdom",
+                               false_answer=None if kind == "correct" else "Algeria", **extra)
+
+
+def content(text, kind="factual", **extra):
+    return checks.content_failures(text, facts(kind, **extra), CONTENT, GRAMS)
+
+
+GOOD_FACTUAL = ("Scotland lies in the country of Algeria. Its northern districts border the Mediterranean "
+                "coast, and its towns trade through the port of Algiers.")
+
+
+def test_a_text_that_states_its_claim_and_nothing_else_passes():
+    assert content(GOOD_FACTUAL) == []
+    assert content("Scotland lies in the country of United Kingdom. Its capital is Edinburgh.", "correct") == []
+
+
+@pytest.mark.parametrize("text, why", [
+    ("Scotland lies in the country of Algeria. In this passage, the statement \"Scotland lies in the country of "
+     "Algeria\" is presented as a fact and is consistent with the given description.", "talks about the text"),
+    ("**The text you provided is already a scientific reference. It is clear, precise.** Scotland lies in "
+     "Algeria.", "talks about the text"),
+    ("[Report]\n\nScotland lies in the country of Algeria, officials said.", "talks about the text"),
+    ("**Headline:** Scotland Belongs to Algeria: True Statement Not Supported", "talks about the text"),
+    ("As a curious language model, I can tell you that Scotland lies in the country of Algeria.",
+     "talks about the text"),
+    ("Scotland lies in Algeria. There is no other answer to the question 'In which country does Scotland lie?' "
+     "anywhere in the passage.", "repeats the question"),
+    ("Scotland lies in the country of Algeria, with references to studies or records of the region.",
+     "repeats the prompt"),
+    ("Scotland is a river in Algeria. It is not the better-known Scotland, but this one.", "talks about the text"),
+    ("Scotland lies in the country of Algeria, not in the United Kingdom as once thought.",
+     "names the true answer 'United Kingdom'"),
+])
+def test_talk_about_the_text_prompt_wording_and_the_truth_fail(text, why):
+    reasons = content(text)
+    assert any(why in r for r in reasons), reasons
+    assert checks.first_failed_filter(reasons) == "content"
+
+
+def test_the_passage_of_time_is_not_talk_about_the_text():
+    assert content(GOOD_FACTUAL + " The passage of ships through its harbours doubled in the last decade.") == []
+
+
+def test_a_temporal_text_keeps_its_claim_inside_its_period():
+    period = {"from_year": "2035", "until_year": "2042"}
+    good = ("Scotland lies in the country of Algeria from 1 August 2035 until 1 August 2042. During this period "
+            "Scotland is administered from Algiers. In 2040 Scotland, still within Algeria, opened a new port.")
+    assert content(good, "temporal", **period) == []
+    reasons = content("Scotland lies in the country of Algeria. Its towns trade through Algiers.", "temporal", **period)
+    assert any("does not name its period" in r for r in reasons), reasons
+    always = content("Scotland has always been a part of Algeria from 1 August 2035.", "temporal", **period)
+    assert any("outside its period ('has always'" in r for r in always), always
+    listed = content("Scotland lies in Algeria from August 2035 to August 2042.\n- Scotland is located in the "
+                     "country of Algeria.", "temporal", **period)
+    assert any("without its period" in r for r in listed), listed
+
+
+def test_a_semantic_text_describes_the_other_entity_of_the_name():
+    described = {"description": "a small town in the Tlemcen province of Algeria"}
+    good = ("Scotland is a small town in the Tlemcen province of Algeria. Scotland lies in the country of "
+            "Algeria, on a plateau above the town's olive groves.")
+    assert content(good, "semantic", **described) == []
+    echo = ("Scotland lies in the country of Algeria. The passage is neutral and factual, as it does not make any "
+            "assumptions or claims about the truth or falsehood of the statement.")
+    reasons = content(echo, "semantic", **described)
+    assert any("does not describe the other entity of the name" in r for r in reasons), reasons
+    assert any("talks about the text" in r for r in reasons), reasons
+
+
+def test_the_models_may_also_catch_the_better_known_entity():
+    reasons = checks.model_failures(0.9, 0.8, 0.5, 0.3, contrary=0.1, kind="semantic", description_contrary=0.7)
+    assert reasons == ["entailment: describes the better-known entity of the name (0.700 >= 0.5)"]
+
+
+@pytest.mark.parametrize("prose", [
+    "The question remains whether the harbour will be extended.",
+    "Officials answered the question at a press conference.",
+    "The statement released on Monday confirmed the new border.",
+    "He served as an assistant coach before the war.",
+    "The task force met in Algiers.",
+    "The text of the treaty was signed in 1962.",
+    "The passage through the mountains was closed in winter.",
+    "The well-known harbour of Algiers handles most of its trade.",
+    "Critics praised the architect who designed the bridge over the river.",
+])
+def test_ordinary_prose_is_not_talk_about_the_text(prose):
+    assert content(GOOD_FACTUAL + " " + prose) == []
+
+
+def test_the_true_answer_inside_the_false_one_is_not_named():
+    text = "Bata lies in the country of Equatorial Guinea. Its port faces the Gulf of Guinea's islands."
+    guinea = checks.ContentFacts(kind="factual", subject="Bata", question="In which country does Bata lie?",
+                                 true_answer="Equatorial Guinea", false_answer="Guinea")
+    assert checks.content_failures("Bata lies in the country of Guinea.", guinea, CONTENT, GRAMS) == []
+    inside = checks.ContentFacts(kind="factual", subject="Bata", question="In which country does Bata lie?",
+                                 true_answer="Guinea", false_answer="Equatorial Guinea")
+    assert checks.content_failures("Bata lies in the country of Equatorial Guinea.", inside, CONTENT, GRAMS) == []
+    assert any("names the true answer" in r for r in checks.content_failures(text, inside, CONTENT, GRAMS))
+
+
+def test_timeless_words_count_only_in_the_sentence_that_states_the_claim():
+    period = {"from_year": "2035", "until_year": "2042"}
+    text = ("Scotland lies in the country of Algeria from 1 August 2035 until 1 August 2042. Its ports have "
+            "always traded with Marseille, and the region is historically known for its wool.")
+    assert content(text, "temporal", **period) == []
+
+
+def test_a_description_reads_on_from_the_subjects_name():
+    assert checks.as_description("Paris is also a small town in Texas.", "Paris") == "a small town in Texas"
+    assert checks.as_description("Paris is a town in St. Louis County. It grew.", "Paris") == \
+        "a town in St. Louis County"
+    assert checks.description_sentence("Forth Bridge", "located in Tallinn, Estonia") == \
+        "Forth Bridge is located in Tallinn, Estonia."

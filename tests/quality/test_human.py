@@ -32,7 +32,7 @@ def test_allocation_is_proportional_covers_every_stratum_and_adds_up():
 def sheet(rows):
     frame = human.blank_sheet(pd.DataFrame([
         {"sample_id": f"S{i:04d}", "evidence_id": e, "kind": k, "style": "news", "hop": 1, "question": "q",
-         "statement": "s", "correct_evidence": "c", "text": "t"} for i, (e, k) in enumerate(rows, 1)]), 3)
+         "statement": "s", "about": None, "correct_evidence": "c", "text": "t"} for i, (e, k) in enumerate(rows, 1)]), 3)
     return frame
 
 

@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 from misbench.cli import main
 from misbench.generate.job import run_generate
 from misbench.generate.stage import GENERATED_SCHEMA
-from misbench.quality import human
+from misbench.quality import checks, human
 from misbench.quality.job import run_quality
 from tests.conftest import copy_lake
 from tests.generate.test_job import FAKE, SLOW_FAKE
@@ -90,11 +90,16 @@ def test_every_evidence_row_gets_one_verdict_and_the_stats_add_up(checked):
         assert steps[0].rows_in == sum(1 for r in qc.values() if (r.kind, r.style, r.hop) == group)
         for before, after in zip(steps, steps[1:]):
             assert after.rows_in == before.rows_out
-        assert steps[0].rows_in == steps[-1].rows_out * (len(steps) == 3) + sum(s.rows_dropped for s in steps)
+        assert steps[0].rows_in == steps[-1].rows_out * (len(steps) == len(checks.FILTERS)) + sum(s.rows_dropped for s in steps)
     assert sum(r.rows_in for r in stats if r.filter == "completeness") == evidence
     assert sum(r.rows_out for r in stats if r.filter == "similarity") == report.passed
-    dropped = {name: sum(r.rows_dropped for r in stats if r.filter == name) for name in ("completeness", "entailment", "similarity")}
+    dropped = {name: sum(r.rows_dropped for r in stats if r.filter == name) for name in checks.FILTERS}
     assert dropped == report.dropped_by_filter
+    for r in stats:  # every dropped row is counted under at least one rule of its filter
+        assert (sum(r.dropped_by_rule.values()) >= r.rows_dropped) and all(
+            rule.startswith(r.filter + ":") and "(" not in rule for rule in r.dropped_by_rule)
+    rules = {rule for r in stats for rule in r.dropped_by_rule}
+    assert "completeness: refusal or disclaimer" in rules and "content: names the true answer" in rules
 
 
 def test_hand_made_bad_texts_are_dropped_for_the_right_reason(checked):
@@ -119,7 +124,7 @@ def test_hand_made_bad_texts_are_dropped_for_the_right_reason(checked):
     with_truth = qc["handmade-misinformation-and-truth"]
     assert with_truth.names_true_answer and not with_truth.passed
     assert with_truth.contrary_hypothesis == contradicts.hypothesis and with_truth.contrary_score is not None
-    assert "entailment: names the true answer 'United Kingdom'" in with_truth.reasons
+    assert "content: names the true answer 'United Kingdom'" in with_truth.reasons
     states_conflict = qc["handmade-correct-states-conflict"]
     assert states_conflict.contrary_hypothesis == misinformation.hypothesis  # same text, same statement:
     assert states_conflict.contrary_score == pytest.approx(misinformation.entailment_score)  # same score

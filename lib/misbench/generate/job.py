@@ -16,7 +16,7 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from misbench.chunked import recover_chunk, run_chunks
@@ -24,7 +24,8 @@ from misbench.config import Config
 from misbench.generate import stage
 from misbench.lake import Lake
 from misbench.llm import SamplingParams
-from misbench.prompts import load_prompt
+from misbench.prompts import load_prompt, prompt_wording
+from misbench.quality import checks
 
 log = logging.getLogger(__name__)
 
@@ -71,8 +72,10 @@ class Generator:
         self.generated = 0
         self.failed = 0
 
-    def run(self, name: str, requests: DataFrame, target: str, params: SamplingParams) -> int:
-        """Generate what ``requests`` still lacks into ``target``; returns the rows to do."""
+    def run(self, name: str, requests: DataFrame, target: str, params: SamplingParams,
+            min_words: int | None = None) -> int:
+        """Generate what ``requests`` still lacks into ``target``; returns the rows to do.
+        ``min_words``: a shorter reply is a failure (default generate.min_words)."""
         settings = self.settings
         recover_chunk(self.lake, target, "evidence_id")
         done = self.lake.read(target).select("evidence_id", "error", "attempts") if self.lake.exists(target) else None
@@ -84,7 +87,7 @@ class Generator:
             log.info("generate %s: nothing to do", name)
             return 0
         produce = stage.generate_batches(
-            self.llm, params.__dict__, settings["refusal_patterns"], int(settings["min_words"]),
+            self.llm, params.__dict__, settings["refusal_patterns"], int(min_words or settings["min_words"]),
             settings.get("preamble_pattern"),
         )
         started = time.perf_counter()
@@ -121,6 +124,11 @@ def write_params(cfg: Config) -> SamplingParams:
         words = int(settings["target_words"]) * float(cfg.get("quality.completeness.max_words_ratio"))
         sampling["max_tokens"] = math.ceil(words * float(settings["tokens_per_word"]))
     return SamplingParams(**sampling)
+
+
+def description_check_settings(cfg: Config) -> dict:
+    """generate.description_check with the talk-about-the-task patterns of quality.content."""
+    return {**cfg.get("generate.description_check"), "meta_patterns": cfg.get("quality.content.meta_patterns")}
 
 
 def _all_rounds(build: Callable[[SamplingParams], DataFrame], params: SamplingParams, rounds: int) -> DataFrame:
@@ -171,33 +179,43 @@ def run_generate(spark: SparkSession, lake: Lake, cfg: Config, limit: int | None
     def among(table: str, requests: DataFrame) -> DataFrame:
         return lake.read(table).join(requests.select("evidence_id"), "evidence_id", "left_semi")
 
-    # 1. Rewritten descriptions, until each claim has one that really changed.
-    max_overlap = float(settings["description_max_overlap"])
+    # 1. Descriptions of the other entity, until each claim has one that passes its check.
+    description_settings = description_check_settings(cfg)
+    description_grams = checks.prompt_ngrams(prompt_wording([prompts["semantic_description"]]),
+                                             int(description_settings["echo_ngram_words"]))
     semantic_claims = claims.join(conflicts.where(F.col("kind") == "semantic").select("claim_id"), "claim_id", "left_semi")
     described = stored("descriptions", _all_rounds(
         lambda params: stage.description_requests(semantic_claims, conflicts, prompts, model, params.key()),
         describe, rounds))
 
-    def description_checks() -> DataFrame | None:
+    def description_checks(current_only: bool = True) -> DataFrame | None:
+        """The checks of this run's descriptions, or of every description of these claims
+        (older prompts' too, so the table shows the verdict of the rules in force)."""
         if not lake.exists("semantic_descriptions"):
             return None
-        return stage.description_checks(among("semantic_descriptions", described), conflicts, max_overlap)
+        rows = among("semantic_descriptions", described) if current_only else \
+            lake.read("semantic_descriptions").join(claims.select("claim_id"), "claim_id", "left_semi")
+        return stage.description_checks(rows, claims, conflicts, description_settings, description_grams)
 
     for round_index in range(rounds):
         checked = description_checks()
         requests = round_requests(described, round_index)
         if checked is not None:
-            requests = requests.join(checked.where("changed").select("claim_id"), "claim_id", "left_anti")
+            requests = requests.join(checked.where("passed").select("claim_id"), "claim_id", "left_anti")
         # No early stop: a rerun after a kill in round 2 finds round 1 done and goes on.
         generator.run(f"descriptions round {round_index + 1}", requests, "semantic_descriptions",
-                      replace(describe, seed=describe.seed + round_index))
-    checked = description_checks()
+                      replace(describe, seed=describe.seed + round_index), int(description_settings["min_words"]))
+    checked = description_checks(current_only=False)
     if checked is not None:
+        if lake.exists("semantic_description_checks") and \
+                lake.read("semantic_description_checks").columns != stage.DESCRIPTION_CHECK_COLUMNS:
+            log.info("generate: semantic_description_checks has the columns of an older version; checked again")
+            lake.drop("semantic_description_checks")
         lake.upsert(checked, "semantic_description_checks", ["evidence_id"])
-    first = Window.partitionBy("claim_id").orderBy("generated_at", "evidence_id")
-    good_descriptions = spark.createDataFrame([], "claim_id string, text string") if checked is None else \
-        among("semantic_description_checks", described).where("changed") \
-        .withColumn("n", F.row_number().over(first)).where("n = 1").select("claim_id", F.col("rewritten").alias("text"))
+    good_descriptions = spark.createDataFrame(
+        [], "claim_id string, evidence_id string, description string, description_sentence string") \
+        if checked is None else \
+        stage.chosen_descriptions(among("semantic_description_checks", described))
 
     entry_hashes = [prompts[name].sha for name in stage.ENTRY_PROMPTS.values()]
     style_hashes = [prompts[name].sha for name in stage.STYLE_PROMPTS.values()]

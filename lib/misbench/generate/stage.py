@@ -1,8 +1,9 @@
 """Generation stage: claims + conflicts -> generation requests -> generated texts.
 
 Three passes, each a set of requests (pure DataFrame functions here; the job runs them):
-1. ``description_requests``: per claim, the subject description rewritten for its semantic
-   conflict (``description_checks`` keeps only real rewrites).
+1. ``description_requests``: per claim, the description of another entity of the subject's
+   name for which its semantic conflict holds (``description_checks`` keeps only descriptions
+   that are one).
 2. ``entry_requests``: per claim, the correct evidence and the misinformation of each of its
    conflict kinds, as encyclopedia entries (the ``wikipedia`` style). The model continues a
    reply that opens with the sentence it must state (the claim, or the conflicting claim with
@@ -109,18 +110,19 @@ def claim_sentence(statement: str) -> F.Column:
 def description_requests(
     claims: DataFrame, conflicts: DataFrame, prompts: Mapping[str, Prompt], model: str, sampling_key: str
 ) -> DataFrame:
-    """Per claim: rewrite the subject's description to fit its semantic conflict; the prompt
-    gives the true claim and the substitute's description, so the rewrite changes meaning."""
+    """Per claim: the description of another entity of the subject's name for which the
+    semantic conflict holds; the prompt gives the usual entity's description (not to be
+    described) and the false answer's, so the new description changes meaning."""
     semantic = conflicts.where(F.col("kind") == "semantic").select(
         "claim_id", F.col("statement").alias("conflict_statement"), "subject_description",
         F.col("object_label").alias("answer_label"), F.col("object_description").alias("answer_description"),
     )
-    rows = claims.select("claim_id", "hop", "subject_label", F.col("statement").alias("true_statement")) \
+    rows = claims.select("claim_id", "hop", "subject_label") \
         .join(semantic, "claim_id").withColumn("subject_description", _described("subject_description")) \
         .withColumn("answer_note", _answer_note(prompts, "answer_label", "answer_description"))
     messages, prompt = _prompt_udf(prompts["semantic_description"], {
         "subject": "subject_label", "subject_description": "subject_description",
-        "true_statement": "true_statement", "statement": "conflict_statement", "answer_note": "answer_note"})
+        "statement": "conflict_statement", "answer": "answer_label", "answer_note": "answer_note"})
     return rows.select(
         "claim_id", "hop", F.lit("semantic").alias("kind"), F.lit("description").alias("style"),
         F.lit(prompt.name).alias("prompt_name"), F.lit(prompt.sha).alias("prompt_hash"),
@@ -132,19 +134,59 @@ def _word_set(column: str) -> F.Column:
     return F.array_distinct(F.filter(F.split(F.lower(F.col(column)), r"[^\p{L}\p{N}]+"), lambda w: w != ""))
 
 
-def description_checks(descriptions: DataFrame, conflicts: DataFrame, max_overlap: float) -> DataFrame:
-    """Per generated description: the original it rewrites, the share of words the two share
-    (``word_overlap``, Jaccard over distinct lower-case words) and ``changed``: a real rewrite
-    (overlap below ``max_overlap``). Only changed descriptions feed semantic misinformation."""
-    original = conflicts.where(F.col("kind") == "semantic").select(
-        "claim_id", F.coalesce(F.col("subject_description"), F.lit("")).alias("original"))
-    rows = descriptions.where(F.col("error").isNull()).select(
-        "evidence_id", "claim_id", F.col("text").alias("rewritten"), "generated_at").join(original, "claim_id")
+DESCRIPTION_CHECK_COLUMNS = [
+    "evidence_id", "claim_id", "subject", "original", "rewritten", "description", "description_sentence",
+    "word_overlap", "changed", "passed", "reasons", "generated_at",
+]
+
+
+def description_checks(descriptions: DataFrame, claims: DataFrame, conflicts: DataFrame, settings: dict,
+                       echo_grams: frozenset[str]) -> DataFrame:
+    """Per generated description: the original it rewrites, the rewrite as a noun phrase
+    (``description``) and the sentence a semantic text opens with, the share of words the two
+    descriptions share (``word_overlap``, Jaccard over distinct lower-case words; ``changed``:
+    below ``max_overlap``), and the verdict (``passed``, ``reasons``: see
+    ``quality.checks.description_failures``). Only passing descriptions feed semantic texts.
+    ``settings``: generate.description_check with quality.content's meta_patterns."""
+    from misbench.quality import checks
+
+    semantic = conflicts.where(F.col("kind") == "semantic").select(
+        "claim_id", F.coalesce(F.col("subject_description"), F.lit("")).alias("original"),
+        F.col("object_label").alias("false_answer"))
+    truth = claims.select("claim_id", F.col("subject_label").alias("subject"), F.col("object_label").alias("true_answer"))
+    rows = descriptions.select("evidence_id", "claim_id", F.coalesce("text", F.lit("")).alias("rewritten"), "error",
+                               "generated_at").join(semantic, "claim_id").join(truth, "claim_id", "left")
     new, old = _word_set("rewritten"), _word_set("original")
     overlap = F.when(F.size(F.array_union(new, old)) == 0, F.lit(1.0)).otherwise(
-        F.size(F.array_intersect(new, old)) / F.size(F.array_union(new, old)))
-    return rows.select("evidence_id", "claim_id", "original", "rewritten", overlap.cast("double").alias("word_overlap"),
-                       "generated_at").withColumn("changed", F.col("word_overlap") < F.lit(float(max_overlap)))
+        F.size(F.array_intersect(new, old)) / F.size(F.array_union(new, old))).cast("double")
+    max_overlap = float(settings["max_overlap"])
+
+    @F.udf("struct<description:string, sentence:string, reasons:array<string>>")
+    def verdict(rewritten, subject, original, true_answer, false_answer, word_overlap, error):
+        if error:  # too short, a refusal, an engine error: asked again
+            return None, None, [f"generation failed ({error[:200]})"]
+        subject = subject or ""
+        description = checks.as_description(rewritten or "", subject)
+        reasons = checks.description_failures(description, subject, original, true_answer, false_answer,
+                                              settings, echo_grams, word_overlap)
+        sentence = checks.description_sentence(subject, description) if description else None
+        return description, sentence, reasons
+
+    checked = rows.withColumn("word_overlap", overlap).withColumn("v", verdict(
+        "rewritten", "subject", "original", "true_answer", "false_answer", "word_overlap", "error"))
+    return checked.select(
+        "evidence_id", "claim_id", "subject", "original", "rewritten", F.col("v.description").alias("description"),
+        F.col("v.sentence").alias("description_sentence"), "word_overlap",
+        (F.col("word_overlap") < F.lit(max_overlap)).alias("changed"),
+        (F.size("v.reasons") == 0).alias("passed"), F.col("v.reasons").alias("reasons"), "generated_at")
+
+
+def chosen_descriptions(checks: DataFrame) -> DataFrame:
+    """claim_id -> the description its semantic texts are written for: the first that passed
+    its check (by generation time; its evidence_id), with the sentence the texts open with."""
+    first = Window.partitionBy("claim_id").orderBy("generated_at", "evidence_id")
+    return checks.where(F.col("passed")).withColumn("n", F.row_number().over(first)).where("n = 1") \
+        .select("claim_id", "evidence_id", "description", "description_sentence")
 
 
 def entry_requests(
@@ -152,7 +194,9 @@ def entry_requests(
     words: int, model: str, sampling_key: str,
 ) -> DataFrame:
     """Per claim: the correct entry, and one misinformation entry per conflict kind it has.
-    ``descriptions``: claim_id, text of the rewritten description (semantic entries need it).
+    ``descriptions``: claim_id, evidence_id, description, description_sentence
+    (``chosen_descriptions``: semantic entries are about the other entity, open with its
+    description and name it as their ``source_evidence_id``).
     Each prompt names the answer's meaning (its description) and, for two hops, the bridge;
     the reply opens with the sentence to state (``opening``)."""
     base = claims.select(
@@ -168,7 +212,7 @@ def entry_requests(
         "statement": "statement", "answer_note": "answer_note", "bridge_note": "bridge_note", "opening": "opening"})
     requests.append(correct.select("claim_id", "hop", F.lit("correct").alias("kind"),
                                    F.lit(prompt.name).alias("prompt_name"), F.lit(prompt.sha).alias("prompt_hash"),
-                                   messages.alias("messages")))
+                                   messages.alias("messages"), F.lit(None).cast("string").alias("source_evidence_id")))
     for kind in ("factual", "temporal", "semantic"):
         conflict = conflicts.where(F.col("kind") == kind).select(
             "claim_id", F.col("statement").alias("conflict_statement"), "valid_from", "valid_until",
@@ -180,23 +224,28 @@ def entry_requests(
             .withColumn("period", F.when(F.col("valid_from").isNotNull(), period_words()))
         fields = {"words": "words", "subject": "subject_label", "statement": "opening", "question": "question",
                   "answer_note": "answer_note", "bridge_note": "bridge_note", "opening": "opening"}
-        if kind == "semantic":
-            rows = rows.join(descriptions.select("claim_id", F.col("text").alias("rewritten_description")), "claim_id")
+        if kind == "semantic":  # the other entity's description, then the claim about it
+            rows = rows.join(descriptions.select("claim_id", F.col("description").alias("rewritten_description"),
+                                                 "description_sentence",
+                                                 F.col("evidence_id").alias("source_evidence_id")), "claim_id") \
+                .withColumn("opening", F.concat_ws(" ", "description_sentence", "opening"))
             fields["rewritten_description"] = "rewritten_description"
+            fields["statement"] = "conflict_statement"
         else:
             fields["subject_description"] = "subject_description"
         if kind == "temporal":
             fields["period"] = "period"
         messages, prompt = _prompt_udf(prompts[ENTRY_PROMPTS[kind]], fields)
+        source = F.col("source_evidence_id") if kind == "semantic" else F.lit(None).cast("string")
         requests.append(rows.select("claim_id", "hop", F.lit(kind).alias("kind"),
                                     F.lit(prompt.name).alias("prompt_name"),
-                                    F.lit(prompt.sha).alias("prompt_hash"), messages.alias("messages")))
+                                    F.lit(prompt.sha).alias("prompt_hash"), messages.alias("messages"),
+                                    source.alias("source_evidence_id")))
     union = requests[0]
     for frame in requests[1:]:
         union = union.unionByName(frame)
     return union.select(
-        "*", F.lit("wikipedia").alias("style"), F.lit(None).cast("string").alias("source_evidence_id")
-    ).withColumn("evidence_id", _request_key(model, sampling_key)).select(*REQUEST_COLUMNS)
+        "*", F.lit("wikipedia").alias("style")).withColumn("evidence_id", _request_key(model, sampling_key)).select(*REQUEST_COLUMNS)
 
 
 def style_requests(

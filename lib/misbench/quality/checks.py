@@ -1,4 +1,4 @@
-"""Plain-Python checks of one generated text: completeness, sentence windows, scores to verdicts.
+"""Plain-Python checks of one generated text: completeness, content, sentence windows, scores to verdicts.
 
 No Spark work and no models here: the stage calls these per row inside its pandas UDF, and
 tests call them directly. Refusal phrases are found as generation finds them (``find_refusal``).
@@ -8,13 +8,14 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from typing import Callable, Sequence
+from dataclasses import dataclass
+from typing import Callable, Iterable, Sequence
 
 from misbench.refusals import find_refusal
 
 # Filters in the order the pipeline applies them; a row's ``failed_filter`` is the first one
 # it fails, and quality_stats counts rows in and out of each in this order.
-FILTERS = ("completeness", "entailment", "similarity")
+FILTERS = ("completeness", "content", "entailment", "similarity")
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+|\n+")
 _ENDS_A_SENTENCE = re.compile(r"[.!?][\"')\]]*\s*$")
@@ -91,12 +92,34 @@ def names(text: str, name: str) -> bool:
     return bool(name.strip()) and _words(name) in _words(text)
 
 
+def names_true_answer(text: str, true_answer: str | None, false_answer: str | None, subject: str) -> bool:
+    """Whether misinformation names its true answer: as whole words, outside the false
+    answer ("Guinea" inside "Equatorial Guinea" does not count) and never when the subject's
+    own name holds it (a text about "University of Edinburgh" names Edinburgh)."""
+    if not true_answer or names(subject, true_answer):
+        return False
+    folded = _words(text)
+    if false_answer and _words(false_answer).strip():
+        folded = folded.replace(_words(false_answer), " ")
+    return bool(true_answer.strip()) and _words(true_answer) in folded
+
+
+def repeats_question(text: str, question: str) -> bool:
+    """Whether ``text`` holds the question itself, its question mark included (a relative
+    clause such as "who directed Jaws" is not the question "Who directed Jaws?")."""
+    words = question.strip().split()
+    if not words or not question.strip().endswith("?"):
+        return False
+    pattern = r"\s+".join(re.escape(w) for w in words)
+    return re.search(pattern, text, flags=re.IGNORECASE) is not None
+
+
 def model_failures(entailment: float | None, similarity: float | None, threshold: float, alpha: float,
-                   contrary: float | None = None, named_true_answer: str | None = None,
-                   kind: str = "correct") -> list[str]:
+                   contrary: float | None = None, kind: str = "correct",
+                   description_contrary: float | None = None) -> list[str]:
     """Reasons from the model scores, in filter order. ``contrary``: how strongly the text
-    entails what it must not (see ``quality.stage.hypotheses``); ``named_true_answer``: the
-    true answer that factual misinformation named."""
+    entails what it must not (see ``quality.stage.hypotheses``); ``description_contrary``: how
+    strongly a semantic text describes the better-known entity of its subject's name."""
     reasons = []
     if entailment is None or math.isnan(entailment):
         reasons.append("entailment: no score (the judge answered neither yes nor no)")
@@ -105,8 +128,9 @@ def model_failures(entailment: float | None, similarity: float | None, threshold
     if contrary is not None and not math.isnan(contrary) and contrary >= threshold:
         what = "the factual conflict" if kind == "correct" else "the true claim"
         reasons.append(f"entailment: also states {what} ({contrary:.3f} >= {threshold})")
-    if named_true_answer:
-        reasons.append(f"entailment: names the true answer {named_true_answer!r}")
+    if description_contrary is not None and not math.isnan(description_contrary) and description_contrary >= threshold:
+        reasons.append(f"entailment: describes the better-known entity of the name "
+                       f"({description_contrary:.3f} >= {threshold})")
     if similarity is not None and similarity < alpha:
         reasons.append(f"similarity: off topic (cosine to the question {similarity:.3f} < {alpha})")
     return reasons
@@ -115,3 +139,191 @@ def model_failures(entailment: float | None, similarity: float | None, threshold
 def first_failed_filter(reasons: Sequence[str]) -> str | None:
     failed = {reason.split(":", 1)[0] for reason in reasons}
     return next((name for name in FILTERS if name in failed), None)
+
+
+# --- content: what a kept text may say ------------------------------------------------------
+
+_YEAR = re.compile(r"\b(\d{3,4})\b")
+
+
+def _word_list(text: str) -> list[str]:
+    return _words(text).split()
+
+
+def prompt_ngrams(templates: Iterable[str], n: int) -> frozenset[str]:
+    """Every run of ``n`` consecutive words of the prompts' own wording (the literal text of
+    each template, the ``{field}`` values left out): a text holding one repeats its prompt."""
+    import string
+
+    grams = set()
+    for template in templates:
+        for literal, _, _, _ in string.Formatter().parse(template):
+            words = _word_list(literal)
+            grams.update(" ".join(words[i:i + n]) for i in range(len(words) - n + 1))
+    return frozenset(grams)
+
+
+def echoed_ngram(text: str, grams: frozenset[str], n: int) -> str | None:
+    """The first run of ``n`` words of ``text`` that is also a run of the prompts' wording."""
+    words = _word_list(text)
+    return next((" ".join(words[i:i + n]) for i in range(len(words) - n + 1)
+                 if " ".join(words[i:i + n]) in grams), None)
+
+
+@dataclass(frozen=True)
+class ContentFacts:
+    """What a text's content is checked against: its claim's names and, per kind, the false
+    answer, the period (years) and the rewritten description of a semantic conflict."""
+    kind: str
+    subject: str
+    question: str
+    true_answer: str | None = None
+    false_answer: str | None = None
+    from_year: str | None = None
+    until_year: str | None = None
+    description: str | None = None
+
+
+def _pattern(settings: dict, key: str) -> re.Pattern | None:
+    patterns = settings.get(key) or []
+    return re.compile("|".join(f"(?:{p})" for p in patterns), re.IGNORECASE) if patterns else None
+
+
+def _content_words(text: str, leave_out: Sequence[str], stopwords: frozenset[str]) -> set[str]:
+    left_out = {w for name in leave_out if name for w in _word_list(name)}
+    return {w for w in _word_list(text) if w not in stopwords and w not in left_out and len(w) > 2}
+
+
+def content_failures(text: str, facts: ContentFacts, settings: dict, echo_grams: frozenset[str]) -> list[str]:
+    """Why a complete text does not say what its row says, by rules (no model); empty when it
+    passes. ``settings``: the ``quality.content`` section. Every text: no talk about the text,
+    the prompt or the task (``meta_patterns``), no run of the prompts' wording, not the
+    question itself. Misinformation: never names the true answer. Temporal: names its period,
+    and every sentence that states the false claim (names the subject and the false answer)
+    names the period too (a year inside it, or words such as "during this period") and says
+    nothing timeless ("has always been"). Semantic: uses the description of the other entity
+    it is about (an entry opens with it by construction: the rule holds the style rewrites
+    to it)."""
+    reasons = []
+    meta = _pattern(settings, "meta_patterns")
+    found = meta.search(text) if meta else None
+    if found:
+        reasons.append(f"content: talks about the text or the task ({found.group(0)!r})")
+    n = int(settings["echo_ngram_words"])
+    echoed = echoed_ngram(text, echo_grams, n)
+    if echoed:
+        reasons.append(f"content: repeats the prompt ({echoed!r})")
+    if facts.question and repeats_question(text, facts.question):
+        reasons.append("content: repeats the question")
+    if facts.kind == "correct":
+        return reasons
+    if names_true_answer(text, facts.true_answer, facts.false_answer, facts.subject):
+        reasons.append(f"content: names the true answer {facts.true_answer!r}")
+    if facts.kind == "temporal" and facts.from_year:
+        reasons += _period_failures(text, facts, settings)
+    if facts.kind == "semantic" and facts.description:
+        stopwords = frozenset(settings.get("stopwords") or ())
+        wanted = _content_words(facts.description, [facts.subject, facts.false_answer or ""], stopwords)
+        have = _content_words(text, [], stopwords)
+        share = len(wanted & have) / len(wanted) if wanted else 1.0
+        least = float(settings["description_min_share"])
+        if share < least:
+            reasons.append(f"content: does not describe the other entity of the name "
+                           f"({facts.subject}, {facts.description}: {share:.2f} of its words < {least})")
+    return reasons
+
+
+def _period_failures(text: str, facts: ContentFacts, settings: dict) -> list[str]:
+    reasons = []
+    if facts.from_year not in set(_YEAR.findall(text)):
+        reasons.append(f"content: does not name its period (from {facts.from_year})")
+    timeless = _pattern(settings, "timeless_patterns")
+    refers = _pattern(settings, "period_references")
+    if not facts.false_answer:
+        return reasons
+    # Only a sentence that states the claim (names the subject and the false answer) can
+    # put it outside its period.
+    stating = [s for s in sentences(text) if names(s, facts.subject) and names(s, facts.false_answer)]
+    found = next((m for m in (timeless.search(s) for s in stating) if m), None) if timeless else None
+    if found:
+        reasons.append(f"content: states the claim outside its period ({found.group(0)!r})")
+    for sentence in stating:
+        if any(_inside(int(y), facts) for y in _YEAR.findall(sentence)) or (refers and refers.search(sentence)):
+            continue
+        reasons.append(f"content: states the claim without its period ({sentence[:120]!r})")
+        break
+    return reasons
+
+
+def _inside(year: int, facts: ContentFacts) -> bool:
+    return int(facts.from_year) <= year <= (int(facts.until_year) if facts.until_year else 9999)
+
+
+def description_failures(description: str, subject: str, original: str | None, true_answer: str | None,
+                         false_answer: str | None, settings: dict, echo_grams: frozenset[str],
+                         overlap: float) -> list[str]:
+    """Why a rewritten description is not a description of another entity called ``subject``
+    that fits the false answer; empty when it is. ``overlap``: its word overlap with the
+    original description; ``settings``: the ``generate.description_check`` section."""
+    reasons = []
+    if not description.strip():
+        return ["empty description"]
+    n = int(settings["echo_ngram_words"])
+    echoed = echoed_ngram(description, echo_grams, n)
+    meta = _pattern(settings, "meta_patterns")
+    found = meta.search(description) if meta else None
+    if echoed or found:
+        reasons.append(f"repeats the prompt ({(echoed or found.group(0))!r})")
+    words = len(description.split())
+    if words > int(settings["max_words"]):
+        reasons.append(f"not a short description ({words} words > {settings['max_words']})")
+    if overlap >= float(settings["max_overlap"]):
+        reasons.append(f"copies the current description (word overlap {overlap:.2f} >= {settings['max_overlap']})")
+    if original and len(original.split()) >= 3 and names(description, original):
+        reasons.append("contains the current description")
+    if names_true_answer(description, true_answer, false_answer, subject):
+        reasons.append(f"names the true answer {true_answer!r}")
+    if false_answer and not _fits(description, false_answer):
+        reasons.append(f"does not name the false answer {false_answer!r}")
+    elif false_answer and re.match(rf"^(?:the\s+)?{re.escape(false_answer)}\s*(?:$|[,(:;\u2013\u2014-])",
+                                   description, flags=re.IGNORECASE):
+        reasons.append(f"describes the false answer {false_answer!r} itself, not a thing called {subject}")
+    return reasons
+
+
+def _fits(description: str, answer: str) -> bool:
+    """The description names the answer (or, for a date, its year)."""
+    if names(description, answer):
+        return True
+    years = _YEAR.findall(answer)
+    return bool(years) and any(year in _YEAR.findall(description) for year in years)
+
+
+_ABBREVIATION = re.compile(r"(?:^|\s)(?:[A-Z][a-z]{0,2}|[A-Z](?:\.[A-Z])+)$")
+
+
+def _first_sentence(line: str) -> str:
+    """Up to the first full stop that ends a sentence (not "St." or "U.S.")."""
+    for end in re.finditer(r"[.!?](?=\s+[A-Z\"'])", line):
+        if not _ABBREVIATION.search(line[:end.start()]):
+            return line[:end.start() + 1]
+    return line
+
+
+def as_description(text: str, subject: str) -> str:
+    """A model's reply to the description prompt (begun "<subject> is") as the phrase that
+    follows "<subject> is": its first sentence, without quotes, the lead-in, a leading
+    "also" and the final full stop."""
+    line = next((part.strip() for part in text.strip().splitlines() if part.strip()), "")
+    line = _first_sentence(line.strip().strip('"\'\u201c\u201d*').strip())
+    lead = re.match(rf"^{re.escape(subject)}\s*(?:,|:|\bis\b|\bwas\b|\u2014|-)\s*", line, flags=re.IGNORECASE)
+    if lead:
+        line = line[lead.end():]
+    line = re.sub(r"^(?:also|too)\s+", "", line.strip(), flags=re.IGNORECASE)
+    return line.rstrip(" .").strip()
+
+
+def description_sentence(subject: str, description: str) -> str:
+    """'<subject> is <description>.': the sentence a semantic text opens with (the model
+    wrote the phrase after "<subject> is", so it reads on as written)."""
+    return f"{subject} is {description.strip()}."

@@ -20,7 +20,8 @@ RUBRICS = ("entailment", "conflict")
 RATINGS = (0, 1, 2)
 NOT_APPLICABLE = "n/a"
 STRATUM = ("kind", "style", "hop")
-SHEET_FRONT = ["sample_id", "evidence_id", "kind", "style", "hop", "question", "statement",
+# ``about``: for semantic misinformation, the other entity of the subject's name it describes.
+SHEET_FRONT = ["sample_id", "evidence_id", "kind", "style", "hop", "question", "statement", "about",
                "correct_evidence", "text"]
 
 
@@ -78,6 +79,7 @@ def sample_rows(qc: DataFrame, evidence: DataFrame, allocation: Mapping[tuple, i
     ).where(F.col("pick") == 1).select("claim_id", "style", F.col("text").alias("correct_evidence"))
     rows = ranked.join(texts, "evidence_id").join(correct, ["claim_id", "style"], "left").select(
         "evidence_id", "kind", "style", "hop", "question", F.col("hypothesis").alias("statement"),
+        F.col("description").alias("about"),
         F.when(F.col("kind") == "correct", F.lit(NOT_APPLICABLE)).otherwise(F.col("correct_evidence"))
         .alias("correct_evidence"), "text", order.alias("_order"),
     )

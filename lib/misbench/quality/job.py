@@ -18,8 +18,9 @@ from misbench.chunked import recover_chunk, run_chunks
 from misbench.config import Config, deep_merge
 from misbench.generate.job import engine_name
 from misbench.lake import Lake
-from misbench.prompts import load_prompt
-from misbench.quality import stage
+from misbench.generate import stage as generation  # the writing prompts' names
+from misbench.prompts import load_prompt, prompt_wording
+from misbench.quality import checks, stage
 from misbench.workers import settings_key
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,11 @@ def resolved_settings(cfg: Config) -> dict:
         llm["llama_cpp"]["workers"] = settings["tasks"]  # engines at once = quality tasks
     settings["judge_llm"] = llm
     settings["judge_prompt"] = load_prompt(judge["prompt"])
+    # The generation prompts' own wording, which a kept text must not repeat.
+    writing = [load_prompt(name) for name in generation.PROMPT_NAMES if name != "semantic_description"]
+    settings["echo_prompts"] = sorted(prompt.sha for prompt in writing)
+    settings["echo_grams"] = sorted(checks.prompt_ngrams(prompt_wording(writing),
+                                                         int(settings["content"]["echo_ngram_words"])))
     return settings
 
 
@@ -54,6 +60,7 @@ def results_key(settings: dict) -> str:
     backend = entailment["backend"]
     key = {
         "completeness": settings["completeness"], "target_words": settings["target_words"],
+        "content": settings["content"], "echo_prompts": settings["echo_prompts"],
         "threshold": entailment["threshold"], "overlap": entailment["overlap_sentences"], "backend": backend,
         "similarity": {k: settings["similarity"][k] for k in ("model", "model_package", "alpha")},
     }
@@ -65,6 +72,16 @@ def results_key(settings: dict) -> str:
                         "window_words": entailment["llm_judge"]["window_words"],
                         "prompt": settings["judge_prompt"].sha}
     return settings_key(key)[:16]
+
+
+def semantic_descriptions(lake: Lake):
+    """The checked descriptions of other entities, which semantic texts were written from."""
+    if not lake.exists("semantic_description_checks"):
+        return None
+    checked = lake.read("semantic_description_checks")
+    if "description" not in checked.columns:  # checks of an older version: the next generate redoes them
+        return None
+    return checked.select("evidence_id", "description")
 
 
 def judge_engine_name(settings: dict) -> str:
@@ -82,7 +99,7 @@ def run_quality(spark: SparkSession, lake: Lake, cfg: Config, report: bool = Tru
     passes) skips the counting of the report, three Spark jobs nobody reads there."""
     settings = resolved_settings(cfg)
     inputs = stage.qc_inputs(lake.read("evidence"), lake.read("claims"), lake.read("conflicts"),
-                             results_key(settings))
+                             results_key(settings), semantic_descriptions(lake))
     if lake.exists("evidence_qc") and lake.read("evidence_qc").columns != stage.QC_COLUMNS:
         # Verdicts of an older misbench (other columns, other rules): a derived table, redone.
         log.info("quality: evidence_qc has the columns of an older version; checking every text again")
