@@ -5,6 +5,7 @@ tests call them directly. Refusal phrases are found as generation finds them (``
 """
 from __future__ import annotations
 
+import functools
 import math
 import re
 import unicodedata
@@ -166,8 +167,8 @@ def prompt_ngrams(templates: Iterable[str], n: int) -> frozenset[str]:
 def echoed_ngram(text: str, grams: frozenset[str], n: int) -> str | None:
     """The first run of ``n`` words of ``text`` that is also a run of the prompts' wording."""
     words = _word_list(text)
-    return next((" ".join(words[i:i + n]) for i in range(len(words) - n + 1)
-                 if " ".join(words[i:i + n]) in grams), None)
+    runs = (" ".join(words[i:i + n]) for i in range(len(words) - n + 1))
+    return next((run for run in runs if run in grams), None)
 
 
 @dataclass(frozen=True)
@@ -185,7 +186,12 @@ class ContentFacts:
 
 
 def _pattern(settings: dict, key: str) -> re.Pattern | None:
-    patterns = settings.get(key) or []
+    return _joined(tuple(settings.get(key) or ()))
+
+
+@functools.lru_cache(maxsize=32)
+def _joined(patterns: tuple[str, ...]) -> re.Pattern | None:
+    """One compiled alternation per pattern list, once per worker (checked per text)."""
     return re.compile("|".join(f"(?:{p})" for p in patterns), re.IGNORECASE) if patterns else None
 
 
