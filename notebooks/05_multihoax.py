@@ -31,6 +31,7 @@
 # MAGIC        count(DISTINCT bridge_id) AS bridges,
 # MAGIC        count(DISTINCT asked_property) AS asked_properties,
 # MAGIC        count(DISTINCT premise_property) AS premise_properties,
+# MAGIC        count_if(premise_proof IS NOT NULL) AS with_proof,  -- the graph proves the premise false
 # MAGIC        count(DISTINCT country) AS countries,
 # MAGIC        round(avg(size(options)), 2) AS mean_options
 # MAGIC FROM hoax_questions

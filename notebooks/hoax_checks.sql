@@ -68,3 +68,25 @@ SELECT count(*) AS idk_unbalanced FROM (
       AND q.asked_property = g.asked_property AND q.idk_letter = l.letter
     GROUP BY g.reasoning_type, g.asked_property, l.letter)
   GROUP BY reasoning_type, asked_property) WHERE spread > 1;
+
+-- A question without a proof that its premise is false: the proof must be of the functional
+-- kind, on a relation of conf/hoax.yaml's functional_premises (change both), and rest on
+-- the one current value (not deprecated, not ended, started; no other current value, no
+-- unknown one) of the premise subject's premise property, other than the premise's object.
+-- A missing statement alone proves nothing.
+SELECT count(DISTINCT question_id) AS premise_unproven FROM (
+  SELECT question_id, premise_subject, premise_property, premise_object, premise_proof.kind AS kind, sid
+  FROM hoax_questions LATERAL VIEW OUTER explode(premise_proof.statement_ids) AS sid WHERE source = 'wikidata') x
+WHERE x.kind IS NULL OR x.kind != 'functional: the graph records another value' OR x.sid IS NULL
+  OR x.premise_property NOT IN ('P19', 'P20', 'P22', 'P25', 'P35', 'P6', 'P36', 'P38')
+  OR NOT EXISTS (
+    SELECT 1 FROM triples t WHERE t.statement_id = x.sid AND t.subject_id = x.premise_subject
+      AND t.property = x.premise_property AND t.object_id != x.premise_object AND t.rank != 'deprecated'
+      AND (t.end_time IS NULL OR (t.end_time != 'somevalue' AND t.end_time > '2026-01-01'))
+      AND (t.start_time IS NULL OR t.start_time = 'somevalue' OR t.start_time <= '2026-01-01'))
+  OR (
+    SELECT count(DISTINCT CASE WHEN t.value_type IN ('somevalue', 'novalue') THEN t.value_type
+                          ELSE t.object_id END) FROM triples t
+    WHERE t.subject_id = x.premise_subject AND t.property = x.premise_property AND t.rank != 'deprecated'
+      AND (t.end_time IS NULL OR (t.end_time != 'somevalue' AND t.end_time > '2026-01-01'))
+      AND (t.start_time IS NULL OR t.start_time = 'somevalue' OR t.start_time <= '2026-01-01')) != 1;

@@ -72,7 +72,7 @@ def test_prompts_render_and_name_missing_fields():
 
 def claim_frames(spark):
     claims = spark.createDataFrame(
-        [("c1", 1, "Scotland", None, "Scotland lies in the country of United Kingdom.",
+        [("c1", 1, "Scotland", "part of the United Kingdom", "Scotland lies in the country of United Kingdom.",
           "In which country does Scotland lie?", None, "United Kingdom", "country in north-west Europe")],
         "claim_id string, hop int, subject_label string, subject_description string, statement string, "
         "question string, bridge_label string, object_label string, object_description string")
@@ -110,6 +110,10 @@ def test_entry_requests_cover_every_kind_with_stable_keys(spark):
     factual = json.loads(rows["factual"].messages)
     assert factual[-1]["content"] == "Scotland lies in the country of Algeria."
     assert 'described as "the Algeria state"' in factual[1]["content"]
+    # the subject's own description (true facts against the false claim) only where it is true
+    assert "part of the United Kingdom" in correct[1]["content"]
+    assert not any("part of the United Kingdom" in json.loads(rows[k].messages)[1]["content"]
+                   for k in ("factual", "temporal", "semantic"))
     semantic = json.loads(rows["semantic"].messages)
     assert "a Baltic region" in semantic[1]["content"]
     # the other entity first, then the false claim about it

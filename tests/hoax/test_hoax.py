@@ -14,7 +14,7 @@ from misbench.cli import main
 from misbench.hoax import spec as hoax_spec
 from misbench.hoax.answers import answer_schema, json_verdict
 from misbench.hoax.job import run_hoax, run_hoax_import
-from misbench.hoax.stage import IDK, LETTERS, hoax_questions, options_problems
+from misbench.hoax.stage import IDK, LETTERS, PROOF_FUNCTIONAL, hoax_questions, options_problems
 from misbench.ingest.job import run_ingest
 from misbench.lake import DeltaRsLake
 from tests.conftest import PROJECT, SLICE_JSON, copy_lake, require_slice
@@ -70,7 +70,8 @@ def test_questions_from_the_real_slice_pass_every_check(spark, hoax_lake):
     assert report.questions == len(questions) >= 3
     assert violations(spark, lake) == dict.fromkeys(
         ["premise_stated", "premise_not_real", "contradicts_nothing", "hop_not_stated", "hop_not_unique",
-         "bad_options", "option_names_subject", "idk_unbalanced"], 0)
+         "bad_options", "option_names_subject", "idk_unbalanced", "premise_unproven"], 0)
+    functional = hoax_spec.load_spec().functional_premises
     for q in questions:
         assert options_problems(q.options, q.idk_index) == []
         assert q.options[q.idk_index] == IDK and q.idk_letter == LETTERS[q.idk_index]
@@ -84,10 +85,17 @@ def test_questions_from_the_real_slice_pass_every_check(spark, hoax_lake):
         # says what is false and what the graph records instead.
         assert q.premise_object_label in q.question and q.near_miss not in q.question
         assert f"It is not true that {q.premise_statement[:-1]}" in q.explanation and IDK in q.explanation
+        # proven false by the graph: a one-value relation whose single current value is another
+        assert q.premise_property in functional and f"({functional[q.premise_property]})" in q.explanation
+        assert q.premise_proof.kind == PROOF_FUNCTIONAL
+        assert q.premise_proof.statement_ids == q.contradicted_statement_ids and len(q.contradicted_statement_ids) == 1
     forth = next(q for q in questions if "Forth Bridge" in q.question)
-    assert forth.question == ("What is the capital of the country where Forth Bridge lies that shares a "
-                              "border with Belgium?")
-    assert forth.near_miss == "London" and forth.country == "United Kingdom"
+    # the graph's one current head of government of the United Kingdom is outside the slice
+    # (no label): the false object is another person the slice names
+    assert forth.question == ("What is the capital of the country where Forth Bridge lies whose head of "
+                              "government is George Washington?")
+    assert "The graph records 1 value without a label instead (one head of government at a time)." in forth.explanation
+    assert forth.near_miss == "London" and forth.country == "United Kingdom" and forth.false_premise_type == "entity"
     assert (forth.reasoning_type, forth.answer_type, forth.category) == ("geographical", "location", "geography")
 
 
@@ -103,6 +111,8 @@ def test_idk_is_balanced_and_every_candidate_is_counted(hoax_lake):
     # country's country) and premises with no false object of their type
     assert {"answer has no label", "no false object of the right type",
             "premise relation is a hop's relation"} <= set(stats)
+    # "shares a border with Belgium", absent from the graph, is no proof: borders are an open list
+    assert stats["no proof: the relation is an open list, where a missing statement proves nothing"] > 0
     assert sum(stats.values()) == sum(report.rejected.values()) + report.questions
 
 
@@ -115,8 +125,8 @@ def test_a_planted_true_premise_a_repeated_option_and_giveaways_are_found(spark,
     lake = copy_lake(spark, hoax_lake[0].location("hoax_questions").rsplit("/", 1)[0], tmp_path / "lake")
     questions = lake.read("hoax_questions")
     first = questions.orderBy("question_id").first()
-    true_object = lake.read("triples").where(
-        (F.col("subject_id") == first.premise_subject) & (F.col("property") == first.premise_property)).first().object_id
+    # the value its proof rests on: the premise becomes true, and its proof no proof
+    true_object = lake.read("triples").where(F.col("statement_id") == first.premise_proof.statement_ids[0]).first().object_id
     planted = questions.withColumn(
         "premise_object", F.when(F.col("question_id") == first.question_id, F.lit(true_object))
         .otherwise(F.col("premise_object"))) \
@@ -138,9 +148,13 @@ def test_a_planted_true_premise_a_repeated_option_and_giveaways_are_found(spark,
         F.col("question_id") == third.question_id,
         F.array(*[F.lit(f"  {subject_label} ") if i == slot else F.col("options")[i] for i in range(4)]))
         .otherwise(F.col("options")))
+    # the second's premise without its proof
+    planted = planted.withColumn("premise_proof", F.when(F.col("question_id") == second.question_id, F.lit(None))
+                                 .otherwise(F.col("premise_proof")))
     lake.write(planted.localCheckpoint(), "hoax_questions", partition_by=["source"])
     found = violations(spark, lake)
     assert found["premise_stated"] == 1 and found["bad_options"] == 1 and found["option_names_subject"] == 2
+    assert found["premise_unproven"] == 2
 
 
 def test_rerun_gives_the_same_questions(spark, hoax_lake):
@@ -214,18 +228,21 @@ def test_option_rules():
 
 
 def test_a_premise_stated_the_other_way_round_is_not_false(spark, cfg, hoax_lake, tmp_path):
-    """Borders are symmetric: once the graph says Belgium borders the United Kingdom, "the
-    country ... that shares a border with Belgium" is the United Kingdom and the question is
-    no hoax."""
+    """A premise is checked in both directions (borders, spouses and twin towns are
+    symmetric): once the graph states a question's premise the other way round, the question
+    is no hoax."""
     root = tmp_path / "lake"
     lake = copy_lake(spark, hoax_lake[1].get("lake.root"), root)
+    question = lake.read("hoax_questions").where("source = 'wikidata'").orderBy("question_id").first()
     triples = lake.read("triples")
-    border = triples.where("property = 'P47'").limit(1).withColumn("statement_id", F.lit("Q31$planted")) \
-        .withColumn("subject_id", F.lit("Q31")).withColumn("object_id", F.lit("Q145"))
-    lake.write(triples.unionByName(border).localCheckpoint(), "triples", partition_by=["value_type"])
+    reversed_premise = triples.where(F.col("statement_id") == question.premise_proof.statement_ids[0]) \
+        .withColumn("statement_id", F.lit("planted")).withColumn("subject_id", F.lit(question.premise_object)) \
+        .withColumn("object_id", F.lit(question.premise_subject))
+    lake.write(triples.unionByName(reversed_premise).localCheckpoint(), "triples", partition_by=["value_type"])
     report = run_hoax(spark, lake, cfg.with_overrides([f"lake.root={root}"]))
     questions = lake.read("hoax_questions").where("source = 'wikidata'").collect()
-    assert not any(q.premise_object == "Q31" and q.premise_subject == "Q145" for q in questions)
+    assert not any(q.premise_object == question.premise_object and q.premise_subject == question.premise_subject
+                   for q in questions)
     assert report.rejected.get("premise is stated in the graph", 0) >= 1
 
 

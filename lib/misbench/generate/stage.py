@@ -231,8 +231,9 @@ def entry_requests(
                 .withColumn("opening", F.concat_ws(" ", "description_sentence", "opening"))
             fields["rewritten_description"] = "rewritten_description"
             fields["statement"] = "conflict_statement"
-        else:
-            fields["subject_description"] = "subject_description"
+        # Factual and temporal prompts name the subject without its description: a description
+        # carries true facts ("bridge in the east of Scotland") that the text would repeat
+        # against its false claim. MisBench's prompts give the claim alone, too.
         if kind == "temporal":
             fields["period"] = "period"
         messages, prompt = _prompt_udf(prompts[ENTRY_PROMPTS[kind]], fields)

@@ -101,6 +101,20 @@ def reword(spark: SparkSession, lake: Lake, cfg: Config, questions: DataFrame) -
     return out, stats
 
 
+def replace_old_layout(lake: Lake) -> None:
+    """A hoax_questions table of an earlier misbench (no ``premise_proof``: premises kept
+    because a statement was missing) is dropped, so this run writes questions with proofs.
+    Imported sets go with it: they are named, to import again."""
+    if not lake.exists("hoax_questions") or "premise_proof" in lake.read("hoax_questions").columns:
+        return
+    sources = sorted(r.source for r in lake.read("hoax_questions").select("source").distinct().collect())
+    imported = [s for s in sources if s != SOURCE]
+    log.warning("hoax: the hoax_questions table has the layout of an earlier misbench (premises without a "
+                "proof); it is rebuilt%s", f"; imported sets dropped, import them again: {', '.join(imported)}"
+                if imported else "")
+    lake.drop("hoax_questions")
+
+
 def run_hoax(spark: SparkSession, lake: Lake, cfg: Config) -> HoaxReport:
     for table in ("triples", "entities"):
         if not lake.exists(table):
@@ -123,6 +137,7 @@ def run_hoax(spark: SparkSession, lake: Lake, cfg: Config) -> HoaxReport:
         questions = stage.conform(rewritten)
         stats = stats.unionByName(reword_stats)
     check_options(questions)
+    replace_old_layout(lake)
     write_partition(lake, questions, "hoax_questions", SOURCE)
     write_partition(lake, stats.select(*[c.split()[0] for c in STATS_SCHEMA.split(", ")]), "hoax_stats", SOURCE)
     stored = lake.read("hoax_questions").where(F.col("source") == SOURCE).cache()
@@ -161,6 +176,7 @@ def run_hoax_import(spark: SparkSession, lake: Lake, cfg: Config, paths: list, s
     names = [name for name, _ in stage.QUESTION_FIELDS]
     questions = spark.createDataFrame([tuple(row.get(n) for n in names) for row in rows], stage.QUESTION_SCHEMA)
     check_options(questions)
+    replace_old_layout(lake)
     write_partition(lake, questions, "hoax_questions", source)
     write_partition(lake, spark.createDataFrame(rejects, "source string, file string, line int, reason string, record string"),
                     "hoax_import_rejects", source)

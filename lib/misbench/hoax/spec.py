@@ -11,6 +11,9 @@ from misbench.config import ConfigError, conf_dir, load_yaml
 REASONING_TYPES = ("bridge entity", "temporal", "geographical", "intersection", "comparison")
 FALSE_PREMISE_TYPES = ("entity", "property", "event", "scope")
 ANSWER_TYPES = ("person", "location", "event", "number", "common noun")
+# Part-of relations (located in, part of, contains, country, has part): a false premise object
+# linked to the true value by one is no false object (born in Westminster, not London).
+CONTAINMENT = ("P131", "P361", "P150", "P17", "P527")
 CATEGORIES = ("food", "sports", "geography", "education", "history", "entertainment", "religion",
               "science & technology", "arts & literature", "holidays & leisure")
 
@@ -32,7 +35,8 @@ class HoaxSpec:
     bridges: dict[str, str]
     relations: dict[str, AskedRelation]
     date_questions: dict[str, str]
-    min_known_values: int
+    functional_premises: dict[str, str]  # relation -> why it holds one value at a time
+    untyped_object_classes: dict[str, str]  # relation answer type -> class of a true object without one
     geographical_topics: list[str]
     false_premise_types: dict[str, str]  # relation answer type -> premise type
     answer_type_classes: dict[str, str]  # class id -> answer type
@@ -51,7 +55,8 @@ class HoaxSpec:
     @property
     def properties(self) -> list[str]:
         """Every property the stage reads facts of."""
-        return sorted(set(self.relations) | set(self.bridges) | set(self.date_questions) | set(self.country_relations))
+        return sorted(set(self.relations) | set(self.bridges) | set(self.date_questions) | set(self.country_relations)
+                      | set(CONTAINMENT))
 
 
 def _clause(statement: str, override: str | None) -> str | None:
@@ -87,6 +92,16 @@ def load_spec(path: Path | None = None) -> HoaxSpec:
     for relation, question in (data.get("date_questions") or {}).items():
         if "<S>" not in question:
             raise ConfigError(f"{path}: date question {relation} needs <S> in '{question}'")
+    if "min_known_values" in data:
+        raise ConfigError(f"{path}: min_known_values is gone: a premise needs a proof (functional_premises)")
+    functional = {str(k): str(v) for k, v in (data.get("functional_premises") or {}).items()}
+    for relation in functional:
+        if relation not in asked or not asked[relation].clause:
+            raise ConfigError(f"{path}: functional premise {relation} is no premise relation "
+                              "(it needs a premise clause, and must not be in premise_exclude)")
+        if asked[relation].multi_valued:  # relations.yaml's multi_valued, or an extra premise relation
+            raise ConfigError(f"{path}: functional premise {relation} usually has several values: "
+                              "a missing one proves nothing")
     premise_types = {}
     for premise_type, answer_types in (data.get("false_premise_types") or {}).items():
         if premise_type not in FALSE_PREMISE_TYPES:
@@ -107,7 +122,8 @@ def load_spec(path: Path | None = None) -> HoaxSpec:
     return HoaxSpec(
         bridges=dict(data.get("bridges") or {}), relations=asked,
         date_questions=dict(data.get("date_questions") or {}),
-        min_known_values=int(data.get("min_known_values", 2)),
+        functional_premises=functional,
+        untyped_object_classes={str(k): str(v) for k, v in (data.get("untyped_object_classes") or {}).items()},
         geographical_topics=list(data.get("geographical_topics") or []),
         false_premise_types=premise_types,
         answer_type_classes=inverted("answer_type_classes", ANSWER_TYPES),

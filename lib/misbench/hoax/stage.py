@@ -2,12 +2,13 @@
 
 A question walks a true chain subject --first--> bridge --second--> answer and names the
 bridge through a description with a false premise on it: "What is the capital of the
-country where Forth Bridge lies that shares a border with Belgium?". The premise (bridge,
-property, object) is absent from ``triples`` while its three parts exist, and the bridge's
-own values of that property are recorded (the statements it contradicts). Nothing matches the
-description, so the only right option is "I do not know"; the others are the answer the
-question would have without its premise (the near miss), the answer it would have if the
-premise's object were the bridge (context), and same-type entities.
+country where Forth Bridge lies whose head of government is George Washington?". The premise
+(bridge, property, object) is proven false by the graph (``premise_proof``: the relation holds
+one value at a time and the bridge's single current value is another; the statements it
+rests on are recorded), and is absent from ``triples`` in every rank, time and direction.
+Nothing matches the description, so the only right option is "I do not know"; the others
+are the answer the question would have without its premise (the near miss), the answer it
+would have if the premise's object were the bridge (context), and same-type entities.
 
 Each candidate (chain x premise) gets a reason: ``kept`` or why not. The stats count them.
 """
@@ -21,11 +22,16 @@ from pyspark.sql import functions as F
 from misbench.claims.stage import (
     KEPT, contains_words, date_text, fill, normalized, precision_years, shifted_date, stable_id, substitutes,
 )
-from misbench.hoax.spec import HoaxSpec
+from misbench.hoax.spec import CONTAINMENT, HoaxSpec
 
 IDK = "I do not know"
 LETTERS = ("A", "B", "C", "D")
 PATTERN = "bridge"
+# The proof kind of a premise on a one-value relation whose single current value is another.
+PROOF_FUNCTIONAL = "functional: the graph records another value"
+PROOF = "struct<kind:string,statement_ids:array<string>>"
+# The pool of false premise objects when the premise's relation offers none: any named entity.
+ANY_RELATION = "*"
 # Resolutions of statements that hold at the reference date (one value, or one of several).
 CURRENT = (KEPT, "ambiguous: several objects", "not the preferred statement", "same fact stated twice")
 HOP = "struct<subject_id:string,property:string,object_id:string,value:string,statement_id:string>"
@@ -35,7 +41,7 @@ QUESTION_FIELDS = (
     ("option_roles", "array<string>"), ("idk_index", "int"), ("idk_letter", "string"),
     ("premise_subject", "string"), ("premise_subject_label", "string"), ("premise_property", "string"),
     ("premise_object", "string"), ("premise_object_label", "string"), ("premise_statement", "string"),
-    ("contradicted_statement_ids", "array<string>"), ("hops", f"array<{HOP}>"), ("subject_id", "string"),
+    ("premise_proof", PROOF), ("contradicted_statement_ids", "array<string>"), ("hops", f"array<{HOP}>"), ("subject_id", "string"),
     ("bridge_id", "string"), ("asked_property", "string"), ("near_miss", "string"), ("explanation", "string"),
     ("reasoning_type", "string"), ("false_premise_type", "string"), ("answer_type", "string"),
     ("category", "string"), ("country", "string"),
@@ -114,38 +120,81 @@ def chains(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame]) ->
 def premises(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], bridges: DataFrame,
              spec: HoaxSpec, seed: int, attempts: int) -> DataFrame:
     """Per bridge entity and premise relation: the bridge's recorded values (what a premise
-    contradicts) and up to three false objects of the same type (claims' ``substitutes``:
-    never a value the graph gives it, in any rank or time, never named like one)."""
+    contradicts), the proof that a premise on it is false, and up to three false objects of
+    the same type (claims' ``substitutes``: never a value the graph gives it, in any rank or
+    time, never named like one).
+
+    A proof (``premise_proof``: kind and the statement ids it rests on) exists only where the
+    relation holds one value at a time (``spec.functional_premises``) and the graph records
+    exactly one current value for the bridge, the only one (not one chosen by rank): any
+    other object is then false by the graph. On an open list (borders, awards, memberships)
+    a missing statement proves nothing: no proof, no question."""
     current = facts.where(F.col("resolution").isin(list(CURRENT)) & F.col("object_id").isNotNull())
     relations = frames["relations"].where(F.col("clause").isNotNull()).select(
         F.col("relation").alias("property"), F.col("statement").alias("premise_template"),
-        F.col("clause").alias("premise_clause"), F.col("answer_type").alias("premise_answer_type"),
-        F.col("multi_valued").alias("premise_multi_valued"))
+        F.col("clause").alias("premise_clause"), F.col("answer_type").alias("premise_answer_type"))
     labelled = labels.select(F.col("id").alias("object_id"), F.col("label").alias("true_label"))
+    sole = _only_values(facts).select("subject_id", "property", F.lit(True).alias("sole_current_value")).distinct()
     known = (current.join(bridges.select(F.col("bridge_id").alias("subject_id")).distinct(), "subject_id", "left_semi")
              .join(F.broadcast(relations), "property").join(labelled, "object_id", "left")
-             .groupBy("subject_id", "property", "premise_template", "premise_clause", "premise_answer_type",
-                      "premise_multi_valued")
+             .groupBy("subject_id", "property", "premise_template", "premise_clause", "premise_answer_type")
              .agg(F.countDistinct("object_id").alias("known_values"), F.min("object_id").alias("object_id"),
                   F.max((F.col("object_id") == F.col("subject_id")).cast("int")).alias("self_valued"),
                   F.sort_array(F.collect_set("statement_id")).alias("contradicted_statement_ids"),
                   F.sort_array(F.collect_set("true_label")).alias("true_labels"))
+             .join(sole, ["subject_id", "property"], "left")
              .withColumn("premise_key", stable_id(F.lit("premise"), "subject_id", "property")))
-    enough = F.col("known_values") >= F.when(F.col("premise_multi_valued"), F.lit(spec.min_known_values)).otherwise(1)
-    claims = known.where(enough).select(
+    functional = F.col("property").isin(list(spec.functional_premises))
+    proven = functional & (F.col("known_values") == 1) & F.coalesce(F.col("sole_current_value"), F.lit(False))
+    claims = known.where(proven).select(
         F.col("premise_key").alias("claim_id"), F.col("property").alias("pool_relation"),
         F.col("subject_id").alias("truth_subject"), "object_id", "subject_id")
-    found = substitutes(claims, facts, labels, seed, attempts, wanted=3).select(
-        F.col("claim_id").alias("premise_key"), F.col("candidate_id").alias("premise_object"),
-        F.col("candidate_label").alias("premise_object_label"))
+    # A true object outside the dump has no classes: it takes its relation's answer type's
+    # class (spec.untyped_object_classes), so a false object of that type can be found.
+    fallback = F.broadcast(known.where(proven).select(
+        F.col("object_id").alias("id"), _mapping(spec.untyped_object_classes, F.col("premise_answer_type")).alias("cls")
+    ).where(F.col("cls").isNotNull()).groupBy("id").agg(F.min("cls").alias("cls")))
+    untyped = F.size(F.coalesce(F.col("instance_of"), F.array().cast("array<string>"))) == 0
+    typed = labels.join(fallback, "id", "left").withColumn(
+        "instance_of", F.when(untyped & F.col("cls").isNotNull(), F.array(F.col("cls"))).otherwise(F.col("instance_of")))
+    outside = fallback.join(labels.select("id"), "id", "left_anti").select(
+        "id", *[F.lit(None).cast(kind).alias(name) for name, kind in
+                (("label", "string"), ("description", "string"))],
+        F.array(F.col("cls")).alias("instance_of"), F.lit(None).cast("array<string>").alias("aliases"))
+    labels = typed.drop("cls").unionByName(outside)
+    # A false object must not contain or sit inside the true value (born in Westminster, not
+    # London; a country inside the United Kingdom): the graph's part-of links, either way.
+    links = facts.where(F.col("property").isin(list(CONTAINMENT)) & F.col("object_id").isNotNull()).select(
+        F.col("subject_id").alias("a"), F.col("object_id").alias("b"))
+    # checkpointed: it feeds both the unmatched claims and the union below
+    found = substitutes(claims, facts, labels, seed, attempts, wanted=3, links=links).localCheckpoint()
+    # Where no other object of the relation fits (a small graph: one capital, one head of
+    # state), any named entity of the same type: the proof holds whatever the false object.
+    # Its pool is every named entity; its truth, every value the graph gives the bridge.
+    unmatched = claims.join(found.select("claim_id"), "claim_id", "left_anti") \
+        .withColumn("pool_relation", F.lit(ANY_RELATION))
+    named = labels.where(F.col("label").isNotNull()).select(
+        F.lit(None).cast("string").alias("subject_id"), F.lit(ANY_RELATION).alias("property"),
+        F.col("id").alias("object_id"), F.lit("normal").alias("rank"))
+    given = facts.join(claims.select(F.col("subject_id")).distinct(), "subject_id", "left_semi").select(
+        "subject_id", F.lit(ANY_RELATION).alias("property"), "object_id", "rank")
+    found = found.unionByName(substitutes(unmatched, named.unionByName(given), labels, seed, attempts, wanted=3,
+                                          links=links)) \
+        .select(F.col("claim_id").alias("premise_key"), F.col("candidate_id").alias("premise_object"),
+                F.col("candidate_label").alias("premise_object_label"))
+    proof = F.when(proven, F.struct(F.lit(PROOF_FUNCTIONAL).alias("kind"),
+                                    F.col("contradicted_statement_ids").alias("statement_ids")))
     return (known.join(found, "premise_key", "left")
             .withColumn("premise_reason", F.when(F.col("self_valued") == 1, F.lit("premise relation gives the bridge itself"))
-                        .when(~enough, F.lit("too few recorded values to prove a premise false"))
+                        .when(~functional, F.lit("no proof: the relation is an open list, where a missing "
+                                                 "statement proves nothing"))
+                        .when(~proven, F.lit("no proof: the graph records no single current value"))
                         .when(F.col("premise_object").isNull(), F.lit("no false object of the right type")))
+            .withColumn("premise_proof", proof)
             .select(F.col("subject_id").alias("bridge_id"), F.col("property").alias("premise_property"),
                     "premise_template", "premise_clause", "premise_answer_type", "contradicted_statement_ids",
-                    "known_values",
-                    "true_labels", "premise_object", "premise_object_label", "premise_reason"))
+                    "known_values", "true_labels", "premise_object", "premise_object_label", "premise_reason",
+                    "premise_proof"))
 
 
 def _ambiguous_ids(labels: DataFrame) -> DataFrame:
@@ -470,11 +519,18 @@ def _assemble(chosen: DataFrame, facts: DataFrame, labels: DataFrame, spec: Hoax
                                F.substring(fill(F.col("role"), F.col("subject_label")), 2, 10_000),
                                F.lit(" is "), F.col("bridge_label"), F.lit("."))
     unlabelled = F.col("known_values") - F.size("true_labels")
-    recorded = F.when(F.size("true_labels") > 0, F.concat(
-        F.lit(" The graph records "), F.concat_ws(", ", "true_labels"),
+    without_label = F.concat(unlabelled.cast("string"), F.when(unlabelled == 1, F.lit(" value"))
+                             .otherwise(F.lit(" values")), F.lit(" without a label"))
+    named_values = F.when(F.size("true_labels") == 0, without_label).otherwise(F.concat(
+        F.concat_ws(", ", "true_labels"),
         F.when(unlabelled > 0, F.concat(F.lit(" and "), unlabelled.cast("string"),
-                                        F.lit(" more without a label"))).otherwise(F.lit("")),
-        F.lit(" instead.")))
+                                        F.lit(" more without a label"))).otherwise(F.lit(""))))
+    # The proof in words: what the graph records, and why that makes the premise false.
+    recorded = F.concat(
+        F.lit(" The graph records "), named_values, F.lit(" instead"),
+        F.coalesce(F.concat(F.lit(" ("), _mapping(spec.functional_premises, F.col("premise_property")), F.lit(")")),
+                   F.lit("")),
+        F.lit("."))
     explanation = F.concat_ws(
         "", first_statement, F.lit(" It is not true that "), F.regexp_replace(premise_statement, r"\.$", ""),
         F.lit("."), recorded, F.lit(" Nothing matches \""), F.col("description"),
@@ -493,7 +549,7 @@ def _assemble(chosen: DataFrame, facts: DataFrame, labels: DataFrame, spec: Hoax
         "idk_index", F.element_at(F.array(*[F.lit(x) for x in LETTERS]), F.col("idk_index") + 1).alias("idk_letter"),
         F.col("bridge_id").alias("premise_subject"), F.col("bridge_label").alias("premise_subject_label"),
         "premise_property", "premise_object", "premise_object_label", premise_statement.alias("premise_statement"),
-        "contradicted_statement_ids", hops.alias("hops"), "subject_id", "bridge_id",
+        "premise_proof", "contradicted_statement_ids", hops.alias("hops"), "subject_id", "bridge_id",
         F.col("second").alias("asked_property"), F.col("answer_text").alias("near_miss"),
         explanation.alias("explanation"), "reasoning_type", "false_premise_type", "answer_type", "category",
         "country",

@@ -1,0 +1,86 @@
+"""Premise proofs on a tiny graph: a premise is kept only where the graph proves it false (a
+one-value relation whose single current value is another), never from a missing statement on
+an open list."""
+import pytest
+
+pytestmark = pytest.mark.slow  # premises() runs two substitute searches on Spark
+
+from misbench.claims.stage import resolved_facts
+from misbench.config import ConfigError
+from misbench.hoax import spec as hoax_spec
+from misbench.hoax.stage import PROOF_FUNCTIONAL, premises, spec_frames
+from tests.claims.test_stage import labels, triples
+
+COUNTRY, PERSON = ["Q6256"], ["Q5"]
+
+
+@pytest.fixture(scope="module")
+def proved(spark):
+    spec = hoax_spec.load_spec()
+    graph = triples(spark, [
+        ("UK", "P35", "Charles"), ("FR", "P35", "Macron"), ("DE", "P35", "Steinmeier"), ("BE", "P35", "Philippe"),
+        # open list: the United Kingdom's recorded neighbours, Belgium not among them
+        ("UK", "P47", "FR"), ("UK", "P47", "IE"), ("FR", "P47", "BE"), ("FR", "P47", "DE"), ("DE", "P47", "BE"),
+        # two current heads of government recorded: a one-value relation without one value
+        ("BE", "P6", "De Croo"), ("BE", "P6", "Michel"), ("FR", "P6", "Barnier"),
+        # a former head of government ended: the current one is the single value
+        ("DE", "P6", "Merkel", {"end": "2021-12-08"}), ("DE", "P6", "Scholz"),
+        # the only capital in the graph, outside the dump (no label, no class); Westminster lies in it
+        ("UK", "P36", "London"), ("Westminster", "P131", "London"),
+    ])
+    names = labels(spark, [(c, c, "a country", COUNTRY) for c in ("UK", "FR", "DE", "BE", "IE")]
+                   + [(p, p, "a person", PERSON) for p in
+                      ("Charles", "Macron", "Steinmeier", "Philippe", "De Croo", "Michel", "Barnier", "Merkel",
+                       "Scholz")]
+                   + [("Rome", "Rome", "a city", ["Q515"]), ("Westminster", "Westminster", "a city", ["Q515"])])
+    facts = resolved_facts(graph, spec.properties, "2026-01-01")
+    bridges = spark.createDataFrame([(b,) for b in ("UK", "FR", "DE", "BE")], "bridge_id string")
+    rows = premises(facts, names, spec_frames(spark, spec), bridges, spec, seed=7, attempts=16).collect()
+    statement = {(r.subject_id, r.property, r.object_id): r.statement_id for r in graph.collect()}
+    objects = {}
+    for r in rows:
+        objects.setdefault((r.bridge_id, r.premise_property), set()).add(r.premise_object)
+    return {(r.bridge_id, r.premise_property): r for r in rows}, statement, objects
+
+
+def test_a_one_value_relation_with_its_single_current_value_proves_the_premise_false(proved):
+    rows, statement, _ = proved
+    uk = rows[("UK", "P35")]
+    assert uk.premise_reason is None and uk.premise_object in {"Macron", "Steinmeier", "Philippe"}
+    assert uk.premise_proof.kind == PROOF_FUNCTIONAL
+    assert uk.premise_proof.statement_ids == [statement[("UK", "P35", "Charles")]] == uk.contradicted_statement_ids
+    # an ended value does not count: Scholz is the one current head of government
+    germany = rows[("DE", "P6")]
+    assert germany.premise_proof.statement_ids == [statement[("DE", "P6", "Scholz")]]
+
+
+def test_a_true_value_outside_the_dump_takes_its_relations_class_and_no_part_of_it_is_false(proved):
+    """London has no class in the graph: it takes P36's (a city); no other capital is recorded,
+    so the false object is any named city, never Westminster, which lies in London."""
+    rows, statement, objects = proved
+    capital = rows[("UK", "P36")]
+    assert capital.premise_proof.statement_ids == [statement[("UK", "P36", "London")]]
+    assert objects[("UK", "P36")] == {"Rome"} and capital.premise_object_label == "Rome"
+
+
+def test_an_open_list_or_several_current_values_prove_nothing(proved):
+    rows, _, _ = proved
+    borders = rows[("UK", "P47")]  # "shares a border with Belgium": not listed, yet not disproven
+    assert borders.premise_proof is None and borders.premise_object is None
+    assert borders.premise_reason.startswith("no proof: the relation is an open list")
+    belgium = rows[("BE", "P6")]
+    assert belgium.premise_proof is None and belgium.premise_reason == "no proof: the graph records no single current value"
+
+
+def test_a_functional_premise_must_be_a_premise_relation(tmp_path):
+    spec = (hoax_spec.conf_dir() / "hoax.yaml").read_text()
+    bad = tmp_path / "hoax.yaml"
+    bad.write_text(spec.replace("functional_premises:\n", "functional_premises:\n  P131: one region\n"))
+    with pytest.raises(ConfigError, match="functional premise P131 is no premise relation"):
+        hoax_spec.load_spec(bad)
+    bad.write_text(spec.replace("functional_premises:\n", "functional_premises:\n  P106: one occupation\n"))
+    with pytest.raises(ConfigError, match="functional premise P106 usually has several values"):
+        hoax_spec.load_spec(bad)
+    bad.write_text(spec + "\nmin_known_values: 2\n")
+    with pytest.raises(ConfigError, match="min_known_values is gone"):
+        hoax_spec.load_spec(bad)
