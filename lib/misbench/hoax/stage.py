@@ -62,13 +62,13 @@ def _hash(*parts) -> Column:
 
 def spec_frames(spark: SparkSession, spec: HoaxSpec) -> dict[str, DataFrame]:
     """The spec as small frames to join: relations (asked or premise), bridges."""
-    rows = [(r.relation, r.question, r.statement, r.clause, r.answer_type, r.topic, r.multi_valued, False)
+    rows = [(r.relation, r.question, r.statement, r.clause, r.answer_type, r.topic, False)
             for r in spec.relations.values()]
-    rows += [(relation, question, None, None, "date", "Identity", False, True)
+    rows += [(relation, question, None, None, "date", "Identity", True)
              for relation, question in spec.date_questions.items()]
     relations = spark.createDataFrame(
         rows, "relation string, question string, statement string, clause string, answer_type string, "
-              "topic string, multi_valued boolean, is_date boolean")
+              "topic string, is_date boolean")
     bridges = spark.createDataFrame(list(spec.bridges.items()), "relation string, role string")
     return {"relations": relations, "bridges": bridges}
 
@@ -146,12 +146,13 @@ def premises(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], 
              .withColumn("premise_key", stable_id(F.lit("premise"), "subject_id", "property")))
     functional = F.col("property").isin(list(spec.functional_premises))
     proven = functional & (F.col("known_values") == 1) & F.coalesce(F.col("sole_current_value"), F.lit(False))
-    claims = known.where(proven).select(
+    proven_rows = known.where(proven)
+    claims = proven_rows.select(
         F.col("premise_key").alias("claim_id"), F.col("property").alias("pool_relation"),
         F.col("subject_id").alias("truth_subject"), "object_id", "subject_id")
     # A true object outside the dump has no classes: it takes its relation's answer type's
     # class (spec.untyped_object_classes), so a false object of that type can be found.
-    fallback = F.broadcast(known.where(proven).select(
+    fallback = F.broadcast(proven_rows.select(
         F.col("object_id").alias("id"), _mapping(spec.untyped_object_classes, F.col("premise_answer_type")).alias("cls")
     ).where(F.col("cls").isNotNull()).groupBy("id").agg(F.min("cls").alias("cls")))
     untyped = F.size(F.coalesce(F.col("instance_of"), F.array().cast("array<string>"))) == 0
