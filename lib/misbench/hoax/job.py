@@ -122,8 +122,8 @@ def run_hoax(spark: SparkSession, lake: Lake, cfg: Config) -> HoaxReport:
     spec = load_spec()
     settings = cfg.get("hoax")
     seed = int(settings["seed"])
-    facts = resolved_facts(lake.read("triples"), spec.properties, cfg.get("claims.reference_date")).cache()
-    labels = entity_labels(lake).cache()
+    facts = resolved_facts(lake.read("triples"), spec.properties, cfg.get("claims.reference_date"))
+    labels = entity_labels(lake)
     questions, candidates = stage.hoax_questions(facts, labels, stage.spec_frames(spark, spec), spec, seed,
                                                  int(settings["substitute_attempts"]), SOURCE,
                                                  tried_per_chain=int(settings["premises_tried_per_chain"]))
@@ -149,7 +149,7 @@ def run_hoax(spark: SparkSession, lake: Lake, cfg: Config) -> HoaxReport:
         rejected={r["reason"]: r["candidates"] for r in lake.read("hoax_stats").where(
             (F.col("source") == SOURCE) & (F.col("pattern") == stage.PATTERN) & (F.col("reason") != "kept")).collect()},
         idk_positions=stage.position_spread(stored), reworded=reworded)
-    for frame in (facts, labels, questions, stored):
+    for frame in (questions, stored):
         frame.unpersist()
     return report
 
