@@ -262,6 +262,27 @@ def open_lake(spark: SparkSession, cfg: Config) -> Lake:
     raise ConfigError(f"lake.backend '{backend}' is not one of delta_rs, spark_delta")
 
 
+def write_partition(lake: Lake, df: DataFrame, name: str, source: str) -> None:
+    """Replace one source's rows of a table partitioned by ``source``."""
+    lake.write(df, name, partition_by=["source"], replace_partitions={"source": source})
+
+
+def drop_older_layout(lake: Lake, name: str, marker_column: str, own_source: str, layout: str,
+                      companions: Sequence[str] = ()) -> None:
+    """Drop table ``name`` (and ``companions``) where it lacks ``marker_column``: the layout of
+    an earlier misbench (``layout`` says which), so the running stage writes it anew. Its
+    sources other than ``own_source`` (imported sets) are named in the warning, to import
+    again: they cannot be rebuilt from the dump."""
+    if not lake.exists(name) or marker_column in lake.read(name).columns:
+        return
+    sources = sorted(r.source for r in lake.read(name).select("source").distinct().collect())
+    imported = [s for s in sources if s != own_source]
+    log.warning("table %s has the layout of an earlier misbench (%s); it is rebuilt%s", name, layout,
+                f"; imported sets dropped, import them again: {', '.join(imported)}" if imported else "")
+    for table in (name, *companions):
+        lake.drop(table)
+
+
 # --------------------------------------------------------------------------------------------
 # delta-rs backend
 # --------------------------------------------------------------------------------------------

@@ -6,7 +6,6 @@ in partitions of their own source and are never touched here).
 """
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
@@ -15,9 +14,8 @@ from pyspark.sql import functions as F
 from misbench.bench import stage
 from misbench.claims.job import require_one_false_object
 from misbench.config import Config
-from misbench.lake import Lake
+from misbench.lake import Lake, drop_older_layout, write_partition
 
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -27,11 +25,6 @@ class BenchReport:
     by_setting: dict
     left_out: dict  # (setting, kind or None for the whole question, reason) -> claims
     memory_positions: dict  # letter -> questions whose memory answer is there
-
-
-def write_partition(lake: Lake, df, name: str, source: str) -> None:
-    """Replace one source's rows of a table partitioned by ``source``."""
-    lake.write(df, name, partition_by=["source"], replace_partitions={"source": source})
 
 
 def check_options(questions) -> None:
@@ -44,18 +37,10 @@ def check_options(questions) -> None:
 
 
 def replace_old_layout(lake: Lake) -> None:
-    """A questions table of the layout before one question per claim (one per claim and
-    kind: a ``kind`` column, no ``kinds``) is dropped, so this run writes the new layout.
-    Imported question sets go with it: they are named, to import again."""
-    if not lake.exists("questions") or "kinds" in lake.read("questions").columns:
-        return
-    sources = sorted(r.source for r in lake.read("questions").select("source").distinct().collect())
-    imported = [s for s in sources if s != stage.SOURCE]
-    log.warning("bench: the questions table has the layout of an earlier misbench (one question per claim and "
-                "kind); it is rebuilt with one question per claim%s", (
-                    f"; imported sets dropped, import them again: {', '.join(imported)}" if imported else ""))
-    lake.drop("questions")
-    lake.drop("bench_stats")
+    """Questions of the layout before one question per claim (one per claim and kind: a
+    ``kind`` column, no ``kinds``) are dropped, so this run writes the new layout."""
+    drop_older_layout(lake, "questions", "kinds", stage.SOURCE, "one question per claim and kind",
+                      companions=["bench_stats"])
 
 
 def run_bench(spark: SparkSession, lake: Lake, cfg: Config) -> BenchReport:

@@ -7,25 +7,22 @@ kill asks only what is missing.
 """
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from misbench.bench.job import write_partition
 from misbench.claims.job import entity_labels
 from misbench.claims.stage import contains_words, resolved_facts
 from misbench.config import Config
 from misbench.generate.job import Generator, model_identity
 from misbench.hoax import imports, stage
 from misbench.hoax.spec import load_spec
-from misbench.lake import Lake
+from misbench.lake import Lake, drop_older_layout, write_partition
 from misbench.llm import SamplingParams
 from misbench.prompts import load_prompt, messages_column
 
-log = logging.getLogger(__name__)
 SOURCE = "wikidata"
 STATS_SCHEMA = "source string, pattern string, reason string, candidates long, share double"
 
@@ -102,17 +99,9 @@ def reword(spark: SparkSession, lake: Lake, cfg: Config, questions: DataFrame) -
 
 
 def replace_old_layout(lake: Lake) -> None:
-    """A hoax_questions table of an earlier misbench (no ``premise_proof``: premises kept
-    because a statement was missing) is dropped, so this run writes questions with proofs.
-    Imported sets go with it: they are named, to import again."""
-    if not lake.exists("hoax_questions") or "premise_proof" in lake.read("hoax_questions").columns:
-        return
-    sources = sorted(r.source for r in lake.read("hoax_questions").select("source").distinct().collect())
-    imported = [s for s in sources if s != SOURCE]
-    log.warning("hoax: the hoax_questions table has the layout of an earlier misbench (premises without a "
-                "proof); it is rebuilt%s", f"; imported sets dropped, import them again: {', '.join(imported)}"
-                if imported else "")
-    lake.drop("hoax_questions")
+    """Hoax questions of an earlier misbench (no ``premise_proof``: premises kept because a
+    statement was missing) are dropped, so this run writes questions with proofs."""
+    drop_older_layout(lake, "hoax_questions", "premise_proof", SOURCE, "premises without a proof")
 
 
 def run_hoax(spark: SparkSession, lake: Lake, cfg: Config) -> HoaxReport:
