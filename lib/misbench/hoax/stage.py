@@ -180,7 +180,9 @@ def premises(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], 
         named = labels.where(F.col("label").isNotNull()).select(
             F.lit(None).cast("string").alias("subject_id"), F.lit(ANY_RELATION).alias("property"),
             F.col("id").alias("object_id"), F.lit("normal").alias("rank"))
-        given = facts.join(unmatched.select(F.col("subject_id")).distinct(), "subject_id", "left_semi").select(
+        # every claim's subjects, not only the unmatched ones': the pool's positions (and so
+        # the seeded choice) stay those of the full search
+        given = facts.join(claims.select(F.col("subject_id")).distinct(), "subject_id", "left_semi").select(
             "subject_id", F.lit(ANY_RELATION).alias("property"), "object_id", "rank")
         found = found.unionByName(substitutes(unmatched, named.unionByName(given), labels, seed, attempts,
                                               wanted=3, links=links))
@@ -387,7 +389,8 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
     # the plan (templates filled, names normalised, inlined into every use) grows past what
     # the driver can even print. The inputs first: each of the dozens of joins below would
     # otherwise analyse and optimise their whole lineage again (a cached frame keeps it),
-    # which took two thirds of a run on a small dump.
+    # which took two thirds of a run on a small dump. A local checkpoint is not recomputed
+    # if an executor is lost: Spark fails the stage's run, which a rerun repeats whole.
     facts, labels = facts.localCheckpoint(), labels.localCheckpoint()
     walked = chains(facts, labels, frames).localCheckpoint()
     found = premises(facts, labels, frames, walked, spec, seed, attempts).localCheckpoint()
