@@ -52,8 +52,6 @@ def require_slice() -> None:
 def test_config_overrides(tmp_path_factory):
     return [
         "spark.master=local[2]",
-        "spark.conf.spark.sql.shuffle.partitions=4",
-        "spark.conf.spark.driver.memory=2g",
         f"lake.root={tmp_path_factory.mktemp('lake-default')}",
         "llm.engine_server.idle_seconds=300",
         # more settings for one run, to try one (key=value;key=value); the backend stays as
@@ -252,7 +250,7 @@ def bench_root(spark, cfg, slice_claims_root, tmp_path_factory):
 
 
 RUN_ALL_SMALL = [
-    "spark.master=local[2]", "spark.conf.spark.sql.shuffle.partitions=4",
+    "spark.master=local[2]",
     "llm.llama_cpp.model=qwen2.5-coder-0.5b-instruct-q4km",
     "generate.target_words=30", "generate.sampling.max_tokens=70", "generate.description_sampling.max_tokens=24",
     "generate.rounds=1", "evaluate.limit=2", "evaluate.rtd.reconstruct_words=25",

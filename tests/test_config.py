@@ -19,6 +19,16 @@ def test_profiles_merge_over_base_and_overrides_win():
     assert local.get("ingest.max_reject_rate") == 0.001  # the original is unchanged
 
 
+def test_a_spark_setting_is_one_dotted_name_below_spark_conf():
+    """`--set spark.conf.spark.sql.shuffle.partitions=4` sets Spark's setting of that name (it
+    used to nest sections, and Spark ignored a setting named "spark")."""
+    tuned = load_config("local").with_overrides(["spark.conf.spark.sql.shuffle.partitions=4",
+                                                 "spark.conf.spark.driver.extraJavaOptions=-Da=b"])
+    conf = tuned.get("spark.conf")
+    assert conf["spark.sql.shuffle.partitions"] == 4 and conf["spark.driver.extraJavaOptions"] == "-Da=b"
+    assert "spark" not in conf and conf["spark.sql.session.timeZone"] == "UTC"  # the profile's stay
+
+
 def test_profile_may_be_a_file(tmp_path):
     own = tmp_path / "mine.yaml"
     own.write_text("lake:\n  root: /data/lake\ningest:\n  split_mb: 64\n")

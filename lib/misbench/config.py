@@ -61,6 +61,10 @@ def deep_merge(base: dict, override: dict) -> dict:
     return merged
 
 
+# Sections whose keys are names with dots in them (Spark's settings), not nested sections.
+DOTTED_NAME_SECTIONS = (("spark", "conf"),)
+
+
 class Config:
     """Nested settings with dotted-key access."""
 
@@ -80,13 +84,18 @@ class Config:
         return node
 
     def with_overrides(self, assignments: Iterable[str]) -> "Config":
-        """Apply ``key.path=value`` strings; values are parsed as YAML (numbers, lists, null)."""
+        """Apply ``key.path=value`` strings; values are parsed as YAML (numbers, lists, null).
+        Below a section whose keys are dotted names (``spark.conf``), the rest of the key is
+        one name: ``spark.conf.spark.sql.shuffle.partitions=4`` sets Spark's setting."""
         data = copy.deepcopy(self.data)
         for assignment in assignments:
             if "=" not in assignment:
                 raise ConfigError(f"override '{assignment}' is not of the form key.path=value")
             key, raw = assignment.split("=", 1)
             parts = key.strip().split(".")
+            for section in DOTTED_NAME_SECTIONS:
+                if tuple(parts[:len(section)]) == section and len(parts) > len(section) + 1:
+                    parts = [*section, ".".join(parts[len(section):])]
             if not all(parts):
                 raise ConfigError(f"override '{assignment}' has an empty key part")
             node = data
