@@ -157,6 +157,37 @@ def test_a_planted_true_premise_a_repeated_option_and_giveaways_are_found(spark,
     assert found["premise_unproven"] == 2
 
 
+def test_a_rewording_that_drops_the_premise_relation_is_refused(spark, hoax_lake, tmp_path):
+    """A rewording that keeps every name but turns the premise's relation into another ("whose
+    capital is X" into "that is near X") states another premise: refused and counted; a
+    rewording that keeps it replaces the template question. Replies from the fake backend."""
+    lake, run_cfg, _ = hoax_lake
+    spec = hoax_spec.load_spec()
+
+    def names_relation(text, prop):
+        return any(re.search(rf"\b{re.escape(w)}\b", text, re.IGNORECASE) for w in spec.premise_words[prop])
+
+    dropped = kept = None
+    for q in lake.read("hoax_questions").where("source = 'wikidata'").orderBy("question_id").collect():
+        phrase = spec.relations[q.premise_property].clause.split("<O>")[0].split(" ", 1)[1].strip()
+        other = re.sub(rf"\b(that|who|whose) {re.escape(phrase)} ", "that is near ", q.template_question)
+        if dropped is None and other != q.template_question and not names_relation(other, q.premise_property):
+            dropped = (q, other)
+        elif kept is None:
+            kept = q
+    assert dropped and kept, "the slice's questions name their premise's relation in its clause"
+    replies = {dropped[0].template_question: dropped[1], kept.template_question: "Tell me: " + kept.template_question}
+    root = tmp_path / "lake"
+    at = copy_lake(spark, lake.location("hoax_questions").rsplit("/", 1)[0], root)
+    run_hoax(spark, at, run_cfg.with_overrides([f"lake.root={root}", "hoax.reword.enabled=true", "llm.backend=fake",
+                                                f"llm.fake.replies={json.dumps(replies)}"]))
+    stats = {r.reason: r.candidates for r in at.read("hoax_stats").where("pattern = 'reword'").collect()}
+    assert stats["rewording dropped the premise's relation"] == 1 and stats["kept"] == 1
+    rows = {r.question_id: r for r in at.read("hoax_questions").where("source = 'wikidata'").collect()}
+    assert rows[dropped[0].question_id].question == dropped[0].question and not rows[dropped[0].question_id].reworded
+    assert rows[kept.question_id].question == "Tell me: " + kept.template_question and rows[kept.question_id].reworded
+
+
 def test_rerun_gives_the_same_questions(spark, hoax_lake):
     lake, run_cfg, report = hoax_lake
     before = {r.question_id: (r.question, tuple(r.options)) for r in lake.read("hoax_questions").collect()}

@@ -86,3 +86,20 @@ def test_a_functional_premise_must_be_a_premise_relation(tmp_path):
     bad.write_text(spec + "\nmin_known_values: 2\n")
     with pytest.raises(ConfigError, match="min_known_values is gone"):
         hoax_spec.load_spec(bad)
+
+
+def test_a_rewording_keeps_one_of_the_premise_relations_words(tmp_path):
+    """hoax.yaml's words where it lists them, else the clause's own words; a listed relation
+    that is no premise relation is a config error."""
+    words = hoax_spec.load_spec().premise_words
+    assert "border" in words["P47"] and "capital" in words["P36"]
+    assert words["P37"] == ["official", "language"]  # from "whose official language is <O>"
+    assert "P131" not in words  # never a premise
+    spec = (hoax_spec.conf_dir() / "hoax.yaml").read_text()
+    bad = tmp_path / "hoax.yaml"
+    bad.write_text(spec.replace("premise_words:\n", "premise_words:\n  P131: [located]\n"))
+    with pytest.raises(ConfigError, match="premise_words: P131 is no premise relation"):
+        hoax_spec.load_spec(bad)
+    bad.write_text(spec.replace("premise_words:\n", "premise_words:\n  P37: []\n"))
+    with pytest.raises(ConfigError, match="premise_words: P37 needs a list of words"):
+        hoax_spec.load_spec(bad)

@@ -52,10 +52,12 @@ def check_options(questions: DataFrame) -> None:
                            f"{', '.join(first['problems'])}; nothing was written")
 
 
-def reword(spark: SparkSession, lake: Lake, cfg: Config, questions: DataFrame) -> tuple[DataFrame, DataFrame]:
+def reword(spark: SparkSession, lake: Lake, cfg: Config, questions: DataFrame,
+           premise_words: dict[str, list[str]]) -> tuple[DataFrame, DataFrame]:
     """(questions with accepted rewordings, stats rows of the rewording). A rewording is kept
-    when it is one question that still names the subject and the premise's object (the false
-    premise survived) and does not name the near miss."""
+    when it is one question that still names the subject and the premise's object and keeps
+    the premise's relation (one of ``premise_words``: "shares a border with" turned into "is
+    near" is another premise), and does not name the near miss."""
     settings = cfg.get("hoax.reword")
     prompt = load_prompt(settings["prompt"])
     llm = cfg.get("llm")
@@ -77,6 +79,8 @@ def reword(spark: SparkSession, lake: Lake, cfg: Config, questions: DataFrame) -
     first_line = F.trim(F.regexp_replace(F.split(F.coalesce(F.col("text"), F.lit("")), "\n").getItem(0),
                                          r"^[\"'*\s]+|[\"'*\s]+$", ""))
     checked = questions.join(replies, "question_id", "left").withColumn("reworded_text", first_line)
+    relation_words = F.create_map(*[part for relation, words in sorted(premise_words.items())
+                                    for part in (F.lit(relation), F.array(*[F.lit(w) for w in words]))])
     reason = (F.when(F.col("text").isNull() | F.col("error").isNotNull(), F.lit("rewording failed"))
               .when(~F.col("reworded_text").endswith("?") | (F.length("reworded_text") < 10),
                     F.lit("rewording is not one question"))
@@ -84,6 +88,9 @@ def reword(spark: SparkSession, lake: Lake, cfg: Config, questions: DataFrame) -
                     F.lit("rewording dropped the subject"))
               .when(~contains_words(F.col("reworded_text"), F.col("premise_object_label")),
                     F.lit("rewording dropped the false premise"))
+              .when(~F.exists(F.coalesce(relation_words[F.col("premise_property")], F.array().cast("array<string>")),
+                              lambda word: contains_words(F.col("reworded_text"), word)),
+                    F.lit("rewording dropped the premise's relation"))
               .when(contains_words(F.col("reworded_text"), F.col("near_miss")),
                     F.lit("rewording names the near miss"))
               .otherwise(F.lit("kept")))
@@ -116,13 +123,13 @@ def run_hoax(spark: SparkSession, lake: Lake, cfg: Config) -> HoaxReport:
     questions, candidates = stage.hoax_questions(facts, labels, stage.spec_frames(spark, spec), spec, seed,
                                                  int(settings["substitute_attempts"]), SOURCE,
                                                  tried_per_chain=int(settings["premises_tried_per_chain"]))
-    questions = questions.cache()
+    questions = cached = questions.cache()
     stats = stage.hoax_stats(candidates, SOURCE)
     reworded = None
     if settings["reword"]["enabled"] and questions.count():
         with_names = questions.join(labels.select(F.col("id").alias("subject_id"), F.col("label").alias("subject_label")),
                                     "subject_id", "left")
-        rewritten, reword_stats = reword(spark, lake, cfg, with_names)
+        rewritten, reword_stats = reword(spark, lake, cfg, with_names, spec.premise_words)
         questions = stage.conform(rewritten)
         stats = stats.unionByName(reword_stats)
     check_options(questions)
@@ -138,7 +145,7 @@ def run_hoax(spark: SparkSession, lake: Lake, cfg: Config) -> HoaxReport:
         rejected={r["reason"]: r["candidates"] for r in lake.read("hoax_stats").where(
             (F.col("source") == SOURCE) & (F.col("pattern") == stage.PATTERN) & (F.col("reason") != "kept")).collect()},
         idk_positions=stage.position_spread(stored), reworded=reworded)
-    for frame in (questions, stored):
+    for frame in (cached, stored):  # the walk's questions, also where rewording replaced them
         frame.unpersist()
     return report
 

@@ -47,6 +47,7 @@ class HoaxSpec:
     country_relations: list[str]
     country_classes: list[str]
     type_nouns: dict[str, str] = field(default_factory=dict)
+    premise_words: dict[str, list[str]] = field(default_factory=dict)  # premise relation -> words a rewording keeps
 
     @property
     def premise_relations(self) -> list[str]:
@@ -65,6 +66,30 @@ def _clause(statement: str, override: str | None) -> str | None:
     if statement.startswith("<S> ") and statement.count("<O>") == 1:
         return "that " + statement[len("<S> "):].rstrip(".")
     return None
+
+
+# Words of a premise clause that name no relation: "that shares a border with <O>" keeps
+# "shares" and "border".
+CLAUSE_FUNCTION_WORDS = frozenset(
+    ("that who whose which is are was were be been has have had the a an of with to in on at by for from "
+     "as or out after right first its their his her").split())
+
+
+def _premise_words(path: Path, asked: dict[str, AskedRelation], listed: dict) -> dict[str, list[str]]:
+    """Per premise relation, the words a rewording of its question must keep one of: the
+    relation's own list in hoax.yaml, else the words of its clause."""
+    for relation, words in listed.items():
+        if relation not in asked or not asked[relation].clause:
+            raise ConfigError(f"{path}: premise_words: {relation} is no premise relation")
+        if not words or not all(isinstance(w, str) and w.strip() for w in words):
+            raise ConfigError(f"{path}: premise_words: {relation} needs a list of words")
+    out = {}
+    for relation, spec in asked.items():
+        if not spec.clause:
+            continue
+        own = [w for w in spec.clause.replace("<O>", " ").lower().split() if w not in CLAUSE_FUNCTION_WORDS]
+        out[relation] = [str(w).strip().lower() for w in listed.get(relation) or own]
+    return out
 
 
 def load_spec(path: Path | None = None) -> HoaxSpec:
@@ -134,4 +159,5 @@ def load_spec(path: Path | None = None) -> HoaxSpec:
         country_relations=list(data.get("country_relations") or []),
         country_classes=list(data.get("country_classes") or []),
         type_nouns=dict(data.get("type_nouns") or {}),
+        premise_words=_premise_words(path, asked, {str(k): v for k, v in (data.get("premise_words") or {}).items()}),
     )
