@@ -74,32 +74,30 @@ def test_an_open_list_or_several_current_values_prove_nothing(proved):
     assert belgium.premise_proof is None and belgium.premise_reason == "no proof: the graph records no single current value"
 
 
-def test_a_functional_premise_must_be_a_premise_relation(tmp_path):
+def _spec_edited(tmp_path, section: str, added: str) -> None:
+    """load_spec of conf/hoax.yaml with ``added`` as the first entry of ``section`` (appended
+    when ``section`` is None)."""
     spec = (hoax_spec.conf_dir() / "hoax.yaml").read_text()
     bad = tmp_path / "hoax.yaml"
-    bad.write_text(spec.replace("functional_premises:\n", "functional_premises:\n  P131: one region\n"))
-    with pytest.raises(ConfigError, match="functional premise P131 is no premise relation"):
-        hoax_spec.load_spec(bad)
-    bad.write_text(spec.replace("functional_premises:\n", "functional_premises:\n  P106: one occupation\n"))
-    with pytest.raises(ConfigError, match="functional premise P106 usually has several values"):
-        hoax_spec.load_spec(bad)
-    bad.write_text(spec + "\nmin_known_values: 2\n")
-    with pytest.raises(ConfigError, match="min_known_values is gone"):
-        hoax_spec.load_spec(bad)
+    bad.write_text(spec + added if section is None else spec.replace(f"{section}:\n", f"{section}:\n{added}"))
+    hoax_spec.load_spec(bad)
 
 
-def test_a_rewording_keeps_one_of_the_premise_relations_words(tmp_path):
-    """hoax.yaml's words where it lists them, else the clause's own words; a listed relation
-    that is no premise relation is a config error."""
+@pytest.mark.parametrize("section, added, error", [
+    ("functional_premises", "  P131: one region\n", "functional premise P131 is no premise relation"),
+    ("functional_premises", "  P106: one occupation\n", "functional premise P106 usually has several values"),
+    (None, "\nmin_known_values: 2\n", "min_known_values is gone"),
+    ("premise_words", "  P131: [located]\n", "premise_words: P131 is no premise relation"),
+    ("premise_words", "  P37: []\n", "premise_words: P37 needs a list of words"),
+])
+def test_a_premise_setting_that_proves_or_checks_nothing_is_a_config_error(tmp_path, section, added, error):
+    with pytest.raises(ConfigError, match=error):
+        _spec_edited(tmp_path, section, added)
+
+
+def test_a_rewording_keeps_one_of_the_premise_relations_words():
+    """hoax.yaml's words where it lists them, else the clause's own words."""
     words = hoax_spec.load_spec().premise_words
     assert "border" in words["P47"] and "capital" in words["P36"]
     assert words["P37"] == ["official", "language"]  # from "whose official language is <O>"
     assert "P131" not in words  # never a premise
-    spec = (hoax_spec.conf_dir() / "hoax.yaml").read_text()
-    bad = tmp_path / "hoax.yaml"
-    bad.write_text(spec.replace("premise_words:\n", "premise_words:\n  P131: [located]\n"))
-    with pytest.raises(ConfigError, match="premise_words: P131 is no premise relation"):
-        hoax_spec.load_spec(bad)
-    bad.write_text(spec.replace("premise_words:\n", "premise_words:\n  P37: []\n"))
-    with pytest.raises(ConfigError, match="premise_words: P37 needs a list of words"):
-        hoax_spec.load_spec(bad)
