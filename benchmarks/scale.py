@@ -269,7 +269,7 @@ def child(entities: int, dump: str, state_path: str, stages: list[str]) -> None:
     lake_root = OUT / results["lake"]
     lake_root.mkdir(exist_ok=True)
     cfg = load_config("local", ["spark.master=local[2]", f"lake.root={lake_root}"])
-    # spark.conf keys hold dots, which --set style overrides would split: set them directly
+    # set directly, as a dict, rather than one --set per setting
     conf = cfg.data["spark"]["conf"]
     conf.update({"spark.ui.enabled": "true", "spark.ui.retainedTasks": "500000", "spark.ui.retainedStages": "20000",
                  "spark.ui.retainedJobs": "20000", "spark.sql.ui.retainedExecutions": "50"})

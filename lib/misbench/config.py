@@ -93,11 +93,11 @@ class Config:
                 raise ConfigError(f"override '{assignment}' is not of the form key.path=value")
             key, raw = assignment.split("=", 1)
             parts = key.strip().split(".")
+            if not all(parts):
+                raise ConfigError(f"override '{assignment}' has an empty key part")
             for section in DOTTED_NAME_SECTIONS:
                 if tuple(parts[:len(section)]) == section and len(parts) > len(section) + 1:
                     parts = [*section, ".".join(parts[len(section):])]
-            if not all(parts):
-                raise ConfigError(f"override '{assignment}' has an empty key part")
             node = data
             for part in parts[:-1]:
                 node = node.setdefault(part, {})

@@ -89,6 +89,8 @@ def _spec_edited(tmp_path, section: str, added: str) -> None:
     (None, "\nmin_known_values: 2\n", "min_known_values is gone"),
     ("premise_words", "  P131: [located]\n", "premise_words: P131 is no premise relation"),
     ("premise_words", "  P37: []\n", "premise_words: P37 needs a list of words"),
+    ("premise_words", "  P37: language\n", "premise_words: P37 needs a list of words"),
+    ("premise_words", "  P37: [tongue]\n", "premise_words: P37 lists none of the words of its clause"),
 ])
 def test_a_premise_setting_that_proves_or_checks_nothing_is_a_config_error(tmp_path, section, added, error):
     with pytest.raises(ConfigError, match=error):
@@ -101,3 +103,17 @@ def test_a_rewording_keeps_one_of_the_premise_relations_words():
     assert "border" in words["P47"] and "capital" in words["P36"]
     assert words["P37"] == ["official", "language"]  # from "whose official language is <O>"
     assert "P131" not in words  # never a premise
+
+
+def test_a_relation_word_counts_as_often_as_the_question_says_it(spark):
+    """The rewording check counts whole words: a question asking "born" of a man "who was born
+    in Lyon" says it twice, and a rewording that keeps one has dropped the premise's."""
+    from pyspark.sql import functions as F
+
+    from misbench.claims.stage import word_count
+
+    rows = spark.createDataFrame([("When was the man who was born in Lyon born?", "born"),
+                                  ("When was the man near Lyon born?", "born"),
+                                  ("Which head of government, who is the Head-of-Government?", "head of government"),
+                                  ("An unborn reborn child", "born")], "text string, word string")
+    assert [r[0] for r in rows.select(word_count(F.col("text"), F.col("word"))).collect()] == [2, 1, 2, 0]

@@ -90,6 +90,12 @@ def contains_words(text: Column, part: Column) -> Column:
     return F.instr(_words(text), _words(part)) > 0
 
 
+def word_count(text: Column, part: Column) -> Column:
+    """How often ``part`` occurs in ``text`` as whole words (as ``contains_words`` matches)."""
+    haystack, needle = _words(text), _words(part)
+    return ((F.length(haystack) - F.length(F.replace(haystack, needle, F.lit(" ")))) / (F.length(needle) - 1)).cast("int")
+
+
 def fill(template: Column, subject: Column, obj: Column | None = None) -> Column:
     """Put labels into a template's <S>/<O> slots (literal replacement, no regex)."""
     text = F.replace(template, F.lit("<S>"), subject)

@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from misbench.claims.job import entity_labels
-from misbench.claims.stage import contains_words, resolved_facts
+from misbench.claims.stage import contains_words, resolved_facts, word_count
 from misbench.config import Config
 from misbench.generate.job import Generator, model_identity
 from misbench.hoax import imports, stage
@@ -79,8 +79,15 @@ def reword(spark: SparkSession, lake: Lake, cfg: Config, questions: DataFrame,
     first_line = F.trim(F.regexp_replace(F.split(F.coalesce(F.col("text"), F.lit("")), "\n").getItem(0),
                                          r"^[\"'*\s]+|[\"'*\s]+$", ""))
     checked = questions.join(replies, "question_id", "left").withColumn("reworded_text", first_line)
+    # One of the relation's words as often as in the template, at least once: a question that
+    # also asks the relation ("When was the man who was born in Lyon born?") keeps "born" in
+    # its clause only if the rewording says it twice.
     relation_words = F.create_map(*[part for relation, words in sorted(premise_words.items())
                                     for part in (F.lit(relation), F.array(*[F.lit(w) for w in words]))])
+    keeps_relation = F.exists(
+        F.coalesce(relation_words[F.col("premise_property")], F.array().cast("array<string>")),
+        lambda word: word_count(F.col("reworded_text"), word)
+        >= F.greatest(F.lit(1), word_count(F.col("template_question"), word))) if premise_words else F.lit(True)
     reason = (F.when(F.col("text").isNull() | F.col("error").isNotNull(), F.lit("rewording failed"))
               .when(~F.col("reworded_text").endswith("?") | (F.length("reworded_text") < 10),
                     F.lit("rewording is not one question"))
@@ -88,9 +95,7 @@ def reword(spark: SparkSession, lake: Lake, cfg: Config, questions: DataFrame,
                     F.lit("rewording dropped the subject"))
               .when(~contains_words(F.col("reworded_text"), F.col("premise_object_label")),
                     F.lit("rewording dropped the false premise"))
-              .when(~F.exists(F.coalesce(relation_words[F.col("premise_property")], F.array().cast("array<string>")),
-                              lambda word: contains_words(F.col("reworded_text"), word)),
-                    F.lit("rewording dropped the premise's relation"))
+              .when(~keeps_relation, F.lit("rewording dropped the premise's relation"))
               .when(contains_words(F.col("reworded_text"), F.col("near_miss")),
                     F.lit("rewording names the near miss"))
               .otherwise(F.lit("kept")))

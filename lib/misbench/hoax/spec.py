@@ -81,13 +81,20 @@ def _premise_words(path: Path, asked: dict[str, AskedRelation], listed: dict) ->
     for relation, words in listed.items():
         if relation not in asked or not asked[relation].clause:
             raise ConfigError(f"{path}: premise_words: {relation} is no premise relation")
-        if not words or not all(isinstance(w, str) and w.strip() for w in words):
+        if not isinstance(words, list) or not words or not all(isinstance(w, str) and w.strip() for w in words):
             raise ConfigError(f"{path}: premise_words: {relation} needs a list of words")
+        clause = f" {asked[relation].clause.lower()} "
+        if not any(f" {w.strip().lower()} " in clause for w in words):
+            raise ConfigError(f"{path}: premise_words: {relation} lists none of the words of its clause "
+                              f"'{asked[relation].clause}': the template question itself would be refused")
     out = {}
     for relation, spec in asked.items():
         if not spec.clause:
             continue
         own = [w for w in spec.clause.replace("<O>", " ").lower().split() if w not in CLAUSE_FUNCTION_WORDS]
+        if not own and relation not in listed:
+            raise ConfigError(f"{path}: premise relation {relation}'s clause '{spec.clause}' has no word that "
+                              "names the relation: list its words in premise_words")
         out[relation] = [str(w).strip().lower() for w in listed.get(relation) or own]
     return out
 
