@@ -17,7 +17,6 @@ from misbench.config import Config
 from misbench.lake import Lake, drop_older_layout, write_partition
 
 
-
 @dataclass(frozen=True)
 class BenchReport:
     questions: int
