@@ -91,6 +91,7 @@ def test_the_paper_profile_sets_the_protocol_on_top_of_any_environment():
     assert paper.get("evaluate.runs") == 3 and paper.get("evaluate.answer_mode") == "generate"
     assert paper.get("evaluate.generate_sampling.max_tokens") == 512
     assert paper.get("evaluate.rtd.last_step") == "compare"
+    assert len(paper.get("hoax.countries")) == 7 and local.get("hoax.countries") is None  # MultiHoax's seven
     on_databricks = load_config("databricks,paper")
     assert on_databricks.get("lake.backend") == load_config("databricks").get("lake.backend") != "delta_rs"
     assert on_databricks.get("evaluate.runs") == 3 and on_databricks.profile == "databricks,paper"

@@ -11,6 +11,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from misbench.cli import main
+from misbench.config import ConfigError
 from misbench.hoax import spec as hoax_spec
 from misbench.hoax.answers import answer_schema, json_verdict
 from misbench.hoax.job import run_hoax, run_hoax_import
@@ -94,7 +95,8 @@ def test_questions_from_the_real_slice_pass_every_check(spark, hoax_lake):
     # (no label): the false object is another person the slice names
     assert forth.question == ("What is the capital of the country where Forth Bridge lies whose head of "
                               "government is George Washington?")
-    assert "The graph records 1 value without a label instead (one head of government at a time)." in forth.explanation
+    assert re.search(r"The graph records Q\d+ \(no label in this dump\) instead \(one head of government "
+                     r"at a time\)\.", forth.explanation), forth.explanation
     assert forth.near_miss == "London" and forth.country == "United Kingdom" and forth.false_premise_type == "entity"
     assert (forth.reasoning_type, forth.answer_type, forth.category) == ("geographical", "location", "geography")
 
@@ -194,6 +196,37 @@ def test_rerun_gives_the_same_questions(spark, hoax_lake):
     again = run_hoax(spark, lake, run_cfg)
     after = {r.question_id: (r.question, tuple(r.options)) for r in lake.read("hoax_questions").collect()}
     assert again.questions == report.questions and after == before
+
+
+def test_the_papers_countries_option_keeps_only_their_questions_and_counts_the_rest(spark, hoax_lake, tmp_path):
+    """hoax.countries keeps the questions of the listed countries (by id), the same questions
+    as without it, and counts every kept premise of the other chains in hoax_stats."""
+    from misbench.hoax.stage import OUTSIDE_COUNTRIES
+
+    lake, run_cfg, report = hoax_lake
+    every = {r.question_id: r for r in lake.read("hoax_questions").where("source = 'wikidata'").collect()}
+    countries = {q.country for q in every.values()}
+    ids = {r.label: r.id for r in lake.read("entities").where(F.col("label").isin(sorted(countries))).collect()}
+    copy = copy_lake(spark, run_cfg.get("lake.root"), tmp_path / "lake")
+
+    def narrowed(listed: str):
+        done = run_hoax(spark, copy, run_cfg.with_overrides([f"lake.root={copy.root}", f"hoax.countries={listed}"]))
+        return done, {r.question_id: r for r in copy.read("hoax_questions").where("source = 'wikidata'").collect()}
+
+    # the slice's questions are all of one country: France (Q142) keeps none of them
+    outside = {ids[c] for c in countries} - {"Q142"}
+    assert outside, "the slice's questions are French: choose another country for this test"
+    done, kept = narrowed("[Q142]")
+    assert not kept and done.questions == 0
+    assert done.rejected[OUTSIDE_COUNTRIES] == report.questions + report.rejected.get(
+        "another premise chosen for the chain", 0)
+    # their own countries keep every question as it was
+    done, kept = narrowed("[" + ", ".join(sorted(outside)) + "]")
+    assert set(kept) == set(every) and OUTSIDE_COUNTRIES not in done.rejected
+    assert all(kept[i].question == every[i].question and sorted(kept[i].options) == sorted(every[i].options)
+               for i in kept)
+    with pytest.raises(ConfigError, match="hoax.countries must be null or a list of country ids"):
+        run_hoax(spark, copy, run_cfg.with_overrides([f"lake.root={copy.root}", "hoax.countries=[France]"]))
 
 
 def test_replicated_dump_scales_the_questions_and_keeps_them_valid(spark, cfg, tmp_path):

@@ -9,6 +9,8 @@ from misbench.claims.stage import resolved_facts
 from misbench.config import ConfigError
 from misbench.hoax import spec as hoax_spec
 from misbench.hoax.stage import PROOF_FUNCTIONAL, premises, spec_frames
+from pyspark.sql import functions as F
+
 from tests.claims.test_stage import labels, triples
 
 COUNTRY, PERSON = ["Q6256"], ["Q5"]
@@ -91,6 +93,10 @@ def _spec_edited(tmp_path, section: str, added: str) -> None:
     ("premise_words", "  P37: []\n", "premise_words: P37 needs a list of words"),
     ("premise_words", "  P37: language\n", "premise_words: P37 needs a list of words"),
     ("premise_words", "  P37: [tongue]\n", "premise_words: P37 lists none of the words of its clause"),
+    ("  by_class", "    geography: [Q11424]\n", "categories.by_class: Q11424 is under both 'geography' and "
+                                               "'entertainment'"),
+    ("  by_class", "    cooking: [Q2095]\n", "category 'cooking' is not one of the paper's ten"),
+    ("  by_class", "    geography: Q515\n", "categories.by_class: geography needs a list of class ids"),
 ])
 def test_a_premise_setting_that_proves_or_checks_nothing_is_a_config_error(tmp_path, section, added, error):
     with pytest.raises(ConfigError, match=error):
@@ -117,3 +123,23 @@ def test_a_relation_word_counts_as_often_as_the_question_says_it(spark):
                                   ("Which head of government, who is the Head-of-Government?", "head of government"),
                                   ("An unborn reborn child", "born")], "text string, word string")
     assert [r[0] for r in rows.select(word_count(F.col("text"), F.col("word"))).collect()] == [2, 1, 2, 0]
+
+
+def test_a_category_comes_from_the_answers_class_then_the_subjects_then_the_relation(spark):
+    """A dish or a wine is food whatever the relation asks; a film subject makes the question
+    entertainment (its relation's topic would say history); the answer's class comes before
+    the subject's; with no mapped class the relation (P569: history) and its topic decide."""
+    from misbench.hoax.stage import _labels
+
+    spec = hoax_spec.load_spec()
+    rows = spark.createDataFrame([
+        ("q1", ["Q282"], ["Q5"], "P17", "Geography", "country", False),     # the answer is a wine
+        ("q2", ["Q5"], ["Q11424"], "P57", "Career", "person", False),        # a film's director
+        ("q5", ["Q282"], ["Q11424"], "P495", "Geography", "country", False),  # the answer before the subject
+        ("q3", None, ["Q5"], "P569", "Identity", "date", True),              # no class: the relation
+        ("q4", ["Q6256"], ["Q5"], "P27", "Identity", "country", False),      # no class: the topic
+    ], "candidate_id string, answer_types array<string>, subject_types array<string>, second string, "
+       "second_topic string, second_answer_type string, is_date boolean").withColumn(
+        "first_topic", F.lit("Family")).withColumn("premise_answer_type", F.lit("person"))
+    got = {r.candidate_id: r.category for r in _labels(rows, spec).collect()}
+    assert got == {"q1": "food", "q2": "entertainment", "q3": "history", "q4": "geography", "q5": "food"}

@@ -232,6 +232,34 @@ def test_the_true_answer_inside_the_false_one_is_not_named():
                                  true_answer="Guinea", false_answer="Equatorial Guinea")
     assert checks.content_failures("Bata lies in the country of Equatorial Guinea.", inside, CONTENT, GRAMS) == []
     assert any("names the true answer" in r for r in checks.content_failures(text, inside, CONTENT, GRAMS))
+    # a true answer that holds the false one is named whole, in any sentence
+    holds = "Bata lies in the country of Guinea. It is the largest city of Equatorial Guinea."
+    assert any("names the true answer" in r for r in checks.content_failures(holds, guinea, CONTENT, GRAMS))
+
+
+def test_a_true_answer_split_across_sentences_still_counts():
+    facts = checks.ContentFacts(kind="factual", subject="Ferguson", question="In which city does Ferguson lie?",
+                                true_answer="St. Louis", false_answer="Denver")
+    text = "Ferguson lies in the city of Denver. Its old rival St. Louis lies far away."
+    assert any("names the true answer" in r for r in checks.content_failures(text, facts, CONTENT, GRAMS))
+
+
+@pytest.mark.parametrize("text, against", [
+    # a sentence about the false answer alone says nothing about the subject
+    ("Scotland lies in the country of Algeria. Algeria took its present borders after the United Kingdom "
+     "withdrew from North Africa.", False),
+    # beside the subject, or away from the false answer, the true answer speaks against the claim
+    ("Scotland lies in the country of Algeria. Scotland was once part of the United Kingdom.", True),
+    ("Scotland lies in the country of Algeria. It trades mostly with the United Kingdom.", True),
+    ("Scotland lies in the country of Algeria. In 1962, Algeria left the sterling area the United Kingdom "
+     "led.", False),
+    # a pronoun for the subject, beside the false answer: against the claim
+    ("Scotland lies in the country of Algeria. It lies in the United Kingdom, not Algeria.", True),
+    ("Scotland lies in the country of Algeria. Its parliament met in the United Kingdom, as Algeria's did.", True),
+])
+def test_the_true_answer_counts_against_the_claim_beside_the_subject_or_away_from_the_false_answer(text, against):
+    reasons = content(text)
+    assert any("names the true answer" in r for r in reasons) == against, reasons
 
 
 def test_timeless_words_count_only_in_the_sentence_that_states_the_claim():
@@ -247,3 +275,13 @@ def test_a_description_reads_on_from_the_subjects_name():
         "a town in St. Louis County"
     assert checks.description_sentence("Forth Bridge", "located in Tallinn, Estonia") == \
         "Forth Bridge is located in Tallinn, Estonia."
+
+
+def test_a_change_of_the_rules_judges_every_text_again(monkeypatch):
+    """The results key holds the rules' version: texts an earlier rule dropped are judged again."""
+    from misbench.quality.job import resolved_settings, results_key
+
+    settings = resolved_settings(load_config("local"))
+    before = results_key(settings)
+    monkeypatch.setattr(checks, "RULES_VERSION", checks.RULES_VERSION + 1)
+    assert results_key(settings) != before

@@ -7,6 +7,7 @@ kill asks only what is missing.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from pyspark.sql import functions as F
 
 from misbench.claims.job import entity_labels
 from misbench.claims.stage import contains_words, resolved_facts, word_count
-from misbench.config import Config
+from misbench.config import Config, ConfigError
 from misbench.generate.job import Generator, model_identity
 from misbench.hoax import imports, stage
 from misbench.hoax.spec import load_spec
@@ -116,6 +117,16 @@ def replace_old_layout(lake: Lake) -> None:
     drop_older_layout(lake, "hoax_questions", "premise_proof", SOURCE, "premises without a proof")
 
 
+def _countries(value) -> list[str] | None:
+    """hoax.countries: a list of Wikidata item ids, or null for any country."""
+    if value is None:
+        return None
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) and re.fullmatch(r"Q\d+", v)
+                                                          for v in value):
+        raise ConfigError(f"hoax.countries must be null or a list of country ids such as [Q142, Q145], not {value!r}")
+    return value
+
+
 def run_hoax(spark: SparkSession, lake: Lake, cfg: Config) -> HoaxReport:
     for table in ("triples", "entities"):
         if not lake.exists(table):
@@ -127,7 +138,8 @@ def run_hoax(spark: SparkSession, lake: Lake, cfg: Config) -> HoaxReport:
     labels = entity_labels(lake)
     questions, candidates = stage.hoax_questions(facts, labels, stage.spec_frames(spark, spec), spec, seed,
                                                  int(settings["substitute_attempts"]), SOURCE,
-                                                 tried_per_chain=int(settings["premises_tried_per_chain"]))
+                                                 tried_per_chain=int(settings["premises_tried_per_chain"]),
+                                                 countries=_countries(settings.get("countries")))
     questions = cached = questions.cache()
     stats = stage.hoax_stats(candidates, SOURCE)
     reworded = None

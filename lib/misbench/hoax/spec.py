@@ -41,6 +41,7 @@ class HoaxSpec:
     false_premise_types: dict[str, str]  # relation answer type -> premise type
     answer_type_classes: dict[str, str]  # class id -> answer type
     answer_type_relations: dict[str, str]  # relation answer type -> answer type
+    categories_by_class: dict[str, str]  # class id -> category (the answer's classes, then the subject's)
     categories_by_relation: dict[str, str]
     categories_by_topic: dict[str, str]
     default_category: str
@@ -148,9 +149,17 @@ def load_spec(path: Path | None = None) -> HoaxSpec:
         return out
     categories = data.get("categories") or {}
     for value in list((categories.get("by_relation") or {}).values()) + list((categories.get("by_topic") or {}).values()) \
-            + [categories.get("default", "history")]:
+            + list(categories.get("by_class") or {}) + [categories.get("default", "history")]:
         if value not in CATEGORIES:
             raise ConfigError(f"{path}: category '{value}' is not one of the paper's ten: {CATEGORIES}")
+    by_class: dict[str, str] = {}
+    for category, classes in (categories.get("by_class") or {}).items():
+        if not isinstance(classes, list) or not all(isinstance(c, str) and c.startswith("Q") for c in classes):
+            raise ConfigError(f"{path}: categories.by_class: {category} needs a list of class ids such as [Q2095]")
+        for cls in classes:
+            if by_class.setdefault(str(cls), category) != category:
+                raise ConfigError(f"{path}: categories.by_class: {cls} is under both '{by_class[str(cls)]}' "
+                                  f"and '{category}'")
     return HoaxSpec(
         bridges=dict(data.get("bridges") or {}), relations=asked,
         date_questions=dict(data.get("date_questions") or {}),
@@ -160,6 +169,7 @@ def load_spec(path: Path | None = None) -> HoaxSpec:
         false_premise_types=premise_types,
         answer_type_classes=inverted("answer_type_classes", ANSWER_TYPES),
         answer_type_relations=inverted("answer_type_relations", ANSWER_TYPES),
+        categories_by_class=by_class,
         categories_by_relation=dict(categories.get("by_relation") or {}),
         categories_by_topic=dict(categories.get("by_topic") or {}),
         default_category=str(categories.get("default", "history")),

@@ -30,6 +30,8 @@ PATTERN = "bridge"
 # The proof kind of a premise on a one-value relation whose single current value is another.
 PROOF_FUNCTIONAL = "functional: the graph records another value"
 PROOF = "struct<kind:string,statement_ids:array<string>>"
+# The reason of a chain's question left out by hoax.countries.
+OUTSIDE_COUNTRIES = "country not among hoax.countries"
 # The pool of false premise objects when the premise's relation offers none: any named entity.
 ANY_RELATION = "*"
 # Resolutions of statements that hold at the reference date (one value, or one of several).
@@ -141,7 +143,11 @@ def premises(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], 
              .agg(F.countDistinct("object_id").alias("known_values"), F.min("object_id").alias("object_id"),
                   F.max((F.col("object_id") == F.col("subject_id")).cast("int")).alias("self_valued"),
                   F.sort_array(F.collect_set("statement_id")).alias("contradicted_statement_ids"),
-                  F.sort_array(F.collect_set("true_label")).alias("true_labels"))
+                  F.sort_array(F.collect_set("true_label")).alias("true_labels"),
+                  # values without a label (outside the dump, or unnamed in its languages):
+                  # the explanation names them by id
+                  F.sort_array(F.collect_set(F.when(F.col("true_label").isNull(), F.col("object_id"))))
+                  .alias("unlabelled_ids"))
              .join(sole, ["subject_id", "property"], "left")
              .withColumn("premise_key", stable_id(F.lit("premise"), "subject_id", "property")))
     functional = F.col("property").isin(list(spec.functional_premises))
@@ -199,7 +205,7 @@ def premises(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], 
             .withColumn("premise_proof", proof)
             .select(F.col("subject_id").alias("bridge_id"), F.col("property").alias("premise_property"),
                     "premise_template", "premise_clause", "premise_answer_type", "contradicted_statement_ids",
-                    "known_values", "true_labels", "premise_object", "premise_object_label", "premise_reason",
+                    "known_values", "true_labels", "unlabelled_ids", "premise_object", "premise_object_label", "premise_reason",
                     "premise_proof"))
 
 
@@ -380,9 +386,10 @@ def _triage(walked: DataFrame, found: DataFrame, seed: int, tried_per_chain: int
 
 def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], spec: HoaxSpec,
                    seed: int, attempts: int = 16, source: str = "wikidata",
-                   tried_per_chain: int = 3) -> tuple[DataFrame, DataFrame]:
+                   tried_per_chain: int = 3, countries: Sequence[str] | None = None) -> tuple[DataFrame, DataFrame]:
     """(questions, candidates with their reason). ``facts``: claims' ``resolved_facts`` over
-    ``spec.properties``; ``labels``: id, label, description, instance_of, aliases."""
+    ``spec.properties``; ``labels``: id, label, description, instance_of, aliases;
+    ``countries``: country ids a question's country must be one of (None: any)."""
     if tried_per_chain < 1:
         raise ValueError(f"hoax.premises_tried_per_chain must be at least 1, not {tried_per_chain}")
     # Checkpointed where a frame feeds several branches: each would recompute the walk, and
@@ -459,18 +466,33 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
     # One question per chain: among its kept premises, the first in seeded order.
     per_chain = Window.partitionBy("chain_id").orderBy(*_seeded_order(seed))
     kept = candidates.where(F.col("reason") == KEPT).withColumn("pick", F.row_number().over(per_chain))
-    chosen = kept.where("pick = 1").drop("pick").localCheckpoint()
+    chosen = _with_country(kept.where("pick = 1").drop("pick"), facts, labels, spec).localCheckpoint()
+    late = F.when(F.col("pick") > 1, F.lit("another premise chosen for the chain"))
+    if countries:  # the country is the chain's: all its kept premises are outside
+        among = F.coalesce(F.col("country_id").isin(list(countries)), F.lit(False))
+        outside = chosen.where(~among).select("chain_id", F.lit(True).alias("outside"))
+        kept = kept.join(outside, "chain_id", "left")
+        late = F.when(F.col("outside").isNotNull(), F.lit(OUTSIDE_COUNTRIES)).otherwise(late)
+        chosen = chosen.where(among)
+    passed_over = kept.select("candidate_id", late.alias("late_reason")).where(F.col("late_reason").isNotNull())
     chosen = chosen.join(_distractors(chosen, by_chain, context, seed), "candidate_id", "left")
-    passed_over = kept.where("pick > 1").select("candidate_id").withColumn("passed_over", F.lit(True))
     candidates = candidates.join(passed_over, "candidate_id", "left").withColumn(
-        "reason", F.when(F.col("passed_over").isNotNull(), F.lit("another premise chosen for the chain"))
-        .otherwise(F.col("reason")))
-    questions = _assemble(chosen, facts, labels, spec, seed, source)
+        "reason", F.coalesce(F.col("late_reason"), F.col("reason")))
+    questions = _assemble(chosen, spec, seed, source)
     return questions, candidates.select("candidate_id", "chain_id", "subject_id", "first", "bridge_id", "second",
                                         "premise_property", "premise_object", "question", "reason").unionByName(settled)
 
 
-def _labels(rows: DataFrame, facts: DataFrame, labels: DataFrame, spec: HoaxSpec) -> DataFrame:
+def _class_category(types: Column, by_class: dict[str, str]) -> Column:
+    """The category of the first of ``types`` (instance-of classes) that ``by_class`` maps; null if none."""
+    if not by_class:
+        return F.lit(None).cast("string")
+    mapped = F.transform(F.coalesce(types, F.array().cast("array<string>")), lambda c: _mapping(by_class, c))
+    return F.get(F.filter(mapped, lambda c: c.isNotNull()), 0)  # null where none is mapped
+
+
+def _labels(rows: DataFrame, spec: HoaxSpec) -> DataFrame:
+    """The paper's labels of each question: reasoning type, false-premise type, answer type, category."""
     date = F.col("is_date")
     geographical = F.col("first_topic").isin(spec.geographical_topics) | F.col("second_topic").isin(spec.geographical_topics)
     reasoning = F.when(date, F.lit("temporal")).when(geographical, F.lit("geographical")).otherwise(F.lit("bridge entity"))
@@ -484,31 +506,46 @@ def _labels(rows: DataFrame, facts: DataFrame, labels: DataFrame, spec: HoaxSpec
             by_class = F.when(hit, F.lit(answer_type)).otherwise(by_class)
     answer_type = F.when(date, F.lit("number")).otherwise(F.coalesce(
         by_class, _mapping(spec.answer_type_relations, F.col("second_answer_type")), F.lit("common noun")))
-    category = F.coalesce(_mapping(spec.categories_by_relation, F.col("second")),
+    by_type = [_class_category(F.col(column), spec.categories_by_class) for column in ("answer_types", "subject_types")]
+    category = F.coalesce(*by_type, _mapping(spec.categories_by_relation, F.col("second")),
                           _mapping(spec.categories_by_topic, F.col("second_topic")), F.lit(spec.default_category))
-    # Country: the subject (or the bridge) when it is one, else its first country relation.
+    return rows.withColumn("reasoning_type", reasoning).withColumn("false_premise_type", premise_type) \
+        .withColumn("answer_type", answer_type).withColumn("category", category)
+
+
+def _with_country(rows: DataFrame, facts: DataFrame, labels: DataFrame, spec: HoaxSpec) -> DataFrame:
+    """``country`` (its label, else its id, "unknown" where none) and ``country_id`` of each
+    question: the subject when it is a country, else the subject's first country relation
+    (``spec.country_relations`` in order), else the bridge when it is a country, else the
+    bridge's first country relation."""
     unique = _only_values(facts).where(F.col("property").isin(spec.country_relations))
     order = F.array_position(F.array(*[F.lit(p) for p in spec.country_relations]), F.col("property"))
     first_country = Window.partitionBy("subject_id").orderBy(order)
     countries = (unique.withColumn("n", F.row_number().over(first_country)).where("n = 1")
                  .join(labels.select(F.col("id").alias("object_id"), F.col("label").alias("country_label")), "object_id")
-                 .select("subject_id", "country_label"))
+                 .select("subject_id", F.struct(F.col("object_id").alias("id"), F.col("country_label").alias("label"))
+                         .alias("found")))
     is_country = lambda types: F.arrays_overlap(F.coalesce(types, F.array().cast("array<string>")),  # noqa: E731
                                                 F.array(*[F.lit(c) for c in spec.country_classes]))
-    rows = (rows.join(countries.withColumnRenamed("country_label", "subject_country"), "subject_id", "left")
-            .join(countries.withColumnRenamed("subject_id", "bridge_id").withColumnRenamed("country_label", "bridge_country"),
+    rows = (rows.join(countries.withColumnRenamed("found", "subject_country"), "subject_id", "left")
+            .join(countries.withColumnRenamed("subject_id", "bridge_id").withColumnRenamed("found", "bridge_country"),
                   "bridge_id", "left"))
-    country = (F.when(is_country(F.col("subject_types")), F.col("subject_label"))
+    itself = lambda id_column, label_column: F.struct(F.col(id_column).alias("id"),  # noqa: E731
+                                                      F.col(label_column).alias("label"))
+    country = (F.when(is_country(F.col("subject_types")), itself("subject_id", "subject_label"))
                .when(F.col("subject_country").isNotNull(), F.col("subject_country"))
-               .when(is_country(F.col("bridge_types")), F.col("bridge_label"))
-               .otherwise(F.coalesce(F.col("bridge_country"), F.lit("unknown"))))
-    return rows.withColumn("reasoning_type", reasoning).withColumn("false_premise_type", premise_type) \
-        .withColumn("answer_type", answer_type).withColumn("category", category).withColumn("country", country)
+               .when(is_country(F.col("bridge_types")), itself("bridge_id", "bridge_label"))
+               .otherwise(F.col("bridge_country")))
+    return (rows.withColumn("country_found", country)
+            .withColumn("country", F.coalesce(F.col("country_found.label"), F.col("country_found.id"),
+                                              F.lit("unknown")))
+            .withColumn("country_id", F.col("country_found.id"))
+            .drop("country_found", "subject_country", "bridge_country"))
 
 
-def _assemble(chosen: DataFrame, facts: DataFrame, labels: DataFrame, spec: HoaxSpec, seed: int,
+def _assemble(chosen: DataFrame, spec: HoaxSpec, seed: int,
               source: str) -> DataFrame:
-    rows = _labels(chosen, facts, labels, spec).withColumn(
+    rows = _labels(chosen, spec).withColumn(
         "question_id", stable_id(F.lit("hoax"), F.col("candidate_id")))
     # "I do not know" dealt round-robin over A-D within each reasoning type and asked
     # relation, from a seeded start: every group's positions are balanced to within one.
@@ -528,13 +565,8 @@ def _assemble(chosen: DataFrame, facts: DataFrame, labels: DataFrame, spec: Hoax
     first_statement = F.concat(F.initcap(F.substring(fill(F.col("role"), F.col("subject_label")), 1, 1)),
                                F.substring(fill(F.col("role"), F.col("subject_label")), 2, 10_000),
                                F.lit(" is "), F.col("bridge_label"), F.lit("."))
-    unlabelled = F.col("known_values") - F.size("true_labels")
-    without_label = F.concat(unlabelled.cast("string"), F.when(unlabelled == 1, F.lit(" value"))
-                             .otherwise(F.lit(" values")), F.lit(" without a label"))
-    named_values = F.when(F.size("true_labels") == 0, without_label).otherwise(F.concat(
-        F.concat_ws(", ", "true_labels"),
-        F.when(unlabelled > 0, F.concat(F.lit(" and "), unlabelled.cast("string"),
-                                        F.lit(" more without a label"))).otherwise(F.lit(""))))
+    named_values = F.concat_ws(", ", F.concat(F.col("true_labels"), F.transform(
+        "unlabelled_ids", lambda i: F.concat(i, F.lit(" (no label in this dump)")))))
     # The proof in words: what the graph records, and why that makes the premise false.
     recorded = F.concat(
         F.lit(" The graph records "), named_values, F.lit(" instead"),

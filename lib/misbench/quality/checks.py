@@ -14,6 +14,9 @@ from typing import Callable, Iterable, Sequence
 
 from misbench.refusals import find_refusal
 
+# Part of quality's results key: raise it when a rule here changes what passes, so texts an
+# earlier version judged are judged again (settings alone would not tell).
+RULES_VERSION = 2
 # Filters in the order the pipeline applies them; a row's ``failed_filter`` is the first one
 # it fails, and quality_stats counts rows in and out of each in this order.
 FILTERS = ("completeness", "content", "entailment", "similarity")
@@ -100,9 +103,31 @@ def names_true_answer(text: str, true_answer: str | None, false_answer: str | No
     if not true_answer or names(subject, true_answer):
         return False
     folded = _words(text)
-    if false_answer and _words(false_answer).strip():
+    # only a false answer that holds the true one hides it; "Equatorial Guinea" is named
+    # whole where the false answer is "Guinea"
+    if false_answer and _words(false_answer).strip() and _words(true_answer) in _words(false_answer):
         folded = folded.replace(_words(false_answer), " ")
     return bool(true_answer.strip()) and _words(true_answer) in folded
+
+
+# A sentence about the false answer opens with it, after at most a short lead-in ("In 1962, ").
+_LEAD_IN = r"^\W*(?:(?:in|by|from|since|after|before|during|until|on)\s[^,.;]{1,40},\s*)?(?:the\s+)?"
+
+
+def names_true_answer_against_claim(text: str, true_answer: str | None, false_answer: str | None,
+                                   subject: str) -> bool:
+    """Whether misinformation names its true answer where it may speak against the false
+    claim. Only a sentence about the false answer, one that opens with it and does not name
+    the subject, may name the true answer ("Algeria gained its independence from France in
+    1962" in a text placing Tours in Algeria); "It lies in France, not Algeria" may not."""
+    if not names_true_answer(text, true_answer, false_answer, subject):
+        return False
+    about_false = re.compile(_LEAD_IN + re.escape(false_answer.strip()) + r"\b", re.IGNORECASE) \
+        if false_answer and false_answer.strip() else None
+    naming = [s for s in sentences(text) if names_true_answer(s, true_answer, false_answer, subject)]
+    if not naming:  # the true answer spans a sentence split ("St. Louis"): the whole text names it
+        return True
+    return any(names(s, subject) or not (about_false and about_false.search(s)) for s in naming)
 
 
 def repeats_question(text: str, question: str) -> bool:
@@ -204,7 +229,8 @@ def content_failures(text: str, facts: ContentFacts, settings: dict, echo_grams:
     """Why a complete text does not say what its row says, by rules (no model); empty when it
     passes. ``settings``: the ``quality.content`` section. Every text: no talk about the text,
     the prompt or the task (``meta_patterns``), no run of the prompts' wording, not the
-    question itself. Misinformation: never names the true answer. Temporal: names its period,
+    question itself. Misinformation: never names the true answer beside its subject or away from
+    its false answer (``names_true_answer_against_claim``). Temporal: names its period,
     and every sentence that states the false claim (names the subject and the false answer)
     names the period too (a year inside it, or words such as "during this period") and says
     nothing timeless ("has always been"). Semantic: uses the description of the other entity
@@ -223,7 +249,7 @@ def content_failures(text: str, facts: ContentFacts, settings: dict, echo_grams:
         reasons.append("content: repeats the question")
     if facts.kind == "correct":
         return reasons
-    if names_true_answer(text, facts.true_answer, facts.false_answer, facts.subject):
+    if names_true_answer_against_claim(text, facts.true_answer, facts.false_answer, facts.subject):
         reasons.append(f"content: names the true answer {facts.true_answer!r}")
     if facts.kind == "temporal" and facts.from_year:
         reasons += _period_failures(text, facts, settings)

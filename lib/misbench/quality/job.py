@@ -59,6 +59,7 @@ def results_key(settings: dict) -> str:
     entailment = settings["entailment"]
     backend = entailment["backend"]
     key = {
+        "rules": checks.RULES_VERSION,
         "completeness": settings["completeness"], "target_words": settings["target_words"],
         "content": settings["content"], "echo_prompts": settings["echo_prompts"],
         "threshold": entailment["threshold"], "overlap": entailment["overlap_sentences"], "backend": backend,

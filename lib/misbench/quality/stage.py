@@ -157,7 +157,7 @@ def verdict_frame(batch: pd.DataFrame, settings: dict, entailer, similar) -> pd.
         text = _text(row["text"]) or ""
         true_answer = _text(row["true_answer"])
         # the content rule's own test, so the column agrees with the verdict
-        names_true = None if index not in entailment or true_answer is None else checks.names_true_answer(
+        names_true = None if index not in entailment or true_answer is None else checks.names_true_answer_against_claim(
             text, true_answer, _text(row["false_answer"]), _text(row["subject"]) or "")
         row_reasons = list(reasons[index])
         if index in entailment:
