@@ -166,6 +166,8 @@ def test_a_text_that_states_its_claim_and_nothing_else_passes():
     ("Scotland is a river in Algeria. It is not the better-known Scotland, but this one.", "talks about the text"),
     ("Scotland lies in the country of Algeria, not in the United Kingdom as once thought.",
      "names the true answer 'United Kingdom'"),
+    ("As a resident of Algeria, I have always been fascinated by its mountains and its deserts.",
+     "does not name its subject 'Scotland'"),
 ])
 def test_talk_about_the_text_prompt_wording_and_the_truth_fail(text, why):
     reasons = content(text)

@@ -16,7 +16,7 @@ from misbench.refusals import find_refusal
 
 # Part of quality's results key: raise it when a rule here changes what passes, so texts an
 # earlier version judged are judged again (settings alone would not tell).
-RULES_VERSION = 2
+RULES_VERSION = 3
 # Filters in the order the pipeline applies them; a row's ``failed_filter`` is the first one
 # it fails, and quality_stats counts rows in and out of each in this order.
 FILTERS = ("completeness", "content", "entailment", "similarity")
@@ -229,10 +229,10 @@ def content_failures(text: str, facts: ContentFacts, settings: dict, echo_grams:
     """Why a complete text does not say what its row says, by rules (no model); empty when it
     passes. ``settings``: the ``quality.content`` section. Every text: no talk about the text,
     the prompt or the task (``meta_patterns``), no run of the prompts' wording, not the
-    question itself. Misinformation: never names the true answer beside its subject or away from
-    its false answer (``names_true_answer_against_claim``). Temporal: names its period,
-    and every sentence that states the false claim (names the subject and the false answer)
-    names the period too (a year inside it, or words such as "during this period") and says
+    question itself. Misinformation: names its subject, and never names the true answer
+    beside it or away from its false answer (``names_true_answer_against_claim``). Temporal:
+    names its period, and every sentence that states the false claim (names the subject and
+    the false answer) names the period too (a year inside it, or words such as "during this period") and says
     nothing timeless ("has always been"). Semantic: uses the description of the other entity
     it is about (an entry opens with it by construction: the rule holds the style rewrites
     to it)."""
@@ -249,6 +249,10 @@ def content_failures(text: str, facts: ContentFacts, settings: dict, echo_grams:
         reasons.append("content: repeats the question")
     if facts.kind == "correct":
         return reasons
+    # a text that never names its subject states no claim about it ("Fort Bridge" for the
+    # Forth Bridge, a blog post about Algeria alone)
+    if facts.subject and not names(text, facts.subject):
+        reasons.append(f"content: does not name its subject {facts.subject!r}")
     if names_true_answer_against_claim(text, facts.true_answer, facts.false_answer, facts.subject):
         reasons.append(f"content: names the true answer {facts.true_answer!r}")
     if facts.kind == "temporal" and facts.from_year:

@@ -2,7 +2,7 @@
 
 Per text, in the paper's order with one filter of ours: completeness (no refusal or
 disclaimer, not cut off, length near the target), content (rules, no model: no talk about the
-text or the task, no prompt wording, misinformation never names the true answer, a temporal
+text or the task, no prompt wording, misinformation names its subject and not the true answer, a temporal
 text keeps its claim inside its period, a semantic text describes the other entity; see
 ``checks.content_failures``), entailment (the text entails its statement: the claim's for
 correct evidence, the conflicting claim's for misinformation; and only that: misinformation
