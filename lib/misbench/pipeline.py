@@ -41,6 +41,7 @@ class Stage:
     always: bool = False           # cheap and depends on everything: run every time
     ignores: tuple[str, ...] = ()  # settings inside those sections that belong to another stage
     settings_when: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (flag, sections it adds when on)
+    judges_texts: bool = False     # it runs quality's rules: their version is one of its inputs
 
 
 STAGES = (
@@ -51,9 +52,9 @@ STAGES = (
     Stage("generate", ("claims", "conflicts"),
           ("evidence", "semantic_descriptions", "semantic_description_checks", "evidence_slots"),
           ("generate", "llm", "quality"), prompts=True, retries=("evidence", "semantic_descriptions"),
-          max_attempts="generate.max_attempts"),
+          max_attempts="generate.max_attempts", judges_texts=True),
     Stage("quality", ("claims", "evidence", "semantic_description_checks"), ("evidence_qc", "quality_stats"),
-          ("quality", "llm"), prompts=True),
+          ("quality", "llm"), prompts=True, judges_texts=True),
     Stage("bench", ("claims", "conflicts", "evidence", "evidence_qc"), ("questions", "bench_texts", "bench_stats"),
           ("bench",)),
     Stage("evaluate", ("questions", "bench_texts", "entities"), ("eval_responses", "eval_metrics", "rtd_entities"),
@@ -137,6 +138,10 @@ def stage_inputs(stage: Stage, lake: Lake, cfg: Config, arguments: dict) -> dict
     for ignored in stage.ignores:
         section, _, key = ignored.partition(".")
         settings[section] = {k: v for k, v in (settings.get(section) or {}).items() if k != key}
+    if stage.judges_texts:  # code, not settings: a changed rule judges every text again
+        from misbench.quality.checks import RULES_VERSION
+
+        settings["quality_rules"] = RULES_VERSION
     files = {}
     for name in stage.files:
         path = conf_dir() / name

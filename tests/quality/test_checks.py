@@ -237,6 +237,11 @@ def test_the_true_answer_inside_the_false_one_is_not_named():
     # a true answer that holds the false one is named whole, in any sentence
     holds = "Bata lies in the country of Guinea. It is the largest city of Equatorial Guinea."
     assert any("names the true answer" in r for r in checks.content_failures(holds, guinea, CONTENT, GRAMS))
+    # a sentence that opens with a true answer starting like the false one is not about the false one
+    bissau = checks.ContentFacts(kind="factual", subject="Bafata", question="In which country does Bafata lie?",
+                                 true_answer="Guinea-Bissau", false_answer="Guinea")
+    opens = "Bafata lies in the country of Guinea. Guinea-Bissau is where its river meets the sea."
+    assert any("names the true answer" in r for r in checks.content_failures(opens, bissau, CONTENT, GRAMS))
 
 
 def test_a_true_answer_split_across_sentences_still_counts():
@@ -287,3 +292,21 @@ def test_a_change_of_the_rules_judges_every_text_again(monkeypatch):
     before = results_key(settings)
     monkeypatch.setattr(checks, "RULES_VERSION", checks.RULES_VERSION + 1)
     assert results_key(settings) != before
+
+
+def test_a_change_of_the_rules_makes_run_all_run_generation_and_quality_again(monkeypatch, tmp_path):
+    """run-all skips a stage whose inputs did not change: the rules' version is one of them for
+    the stages that judge texts, and of no other."""
+    from misbench.lake import DeltaRsLake
+    from misbench.pipeline import STAGES, stage_inputs
+
+    cfg = load_config("local")
+    lake = DeltaRsLake(None, root=str(tmp_path / "lake"))
+
+    def inputs():
+        return {stage.name: stage_inputs(stage, lake, cfg, {}) for stage in STAGES}
+
+    before = inputs()
+    monkeypatch.setattr(checks, "RULES_VERSION", checks.RULES_VERSION + 1)
+    after = inputs()
+    assert {name for name in before if before[name] != after[name]} == {"generate", "quality"}

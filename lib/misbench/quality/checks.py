@@ -122,12 +122,17 @@ def names_true_answer_against_claim(text: str, true_answer: str | None, false_an
     1962" in a text placing Tours in Algeria); "It lies in France, not Algeria" may not."""
     if not names_true_answer(text, true_answer, false_answer, subject):
         return False
-    about_false = re.compile(_LEAD_IN + re.escape(false_answer.strip()) + r"\b", re.IGNORECASE) \
-        if false_answer and false_answer.strip() else None
+    def opens_with(name: str | None) -> re.Pattern | None:
+        # the whole name: "Guinea" does not open "Guinea-Bissau is ..."
+        return re.compile(_LEAD_IN + re.escape(name.strip()) + r"(?![\w-])", re.IGNORECASE) \
+            if name and name.strip() else None
+
+    about_false, about_true = opens_with(false_answer), opens_with(true_answer)
     naming = [s for s in sentences(text) if names_true_answer(s, true_answer, false_answer, subject)]
     if not naming:  # the true answer spans a sentence split ("St. Louis"): the whole text names it
         return True
-    return any(names(s, subject) or not (about_false and about_false.search(s)) for s in naming)
+    return any(names(s, subject) or not (about_false and about_false.search(s)) or about_true.search(s)
+               for s in naming)
 
 
 def repeats_question(text: str, question: str) -> bool:
