@@ -205,8 +205,8 @@ def premises(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], 
             .withColumn("premise_proof", proof)
             .select(F.col("subject_id").alias("bridge_id"), F.col("property").alias("premise_property"),
                     "premise_template", "premise_clause", "premise_answer_type", "contradicted_statement_ids",
-                    "known_values", "true_labels", "unlabelled_ids", "premise_object", "premise_object_label", "premise_reason",
-                    "premise_proof"))
+                    "known_values", "true_labels", "unlabelled_ids", "premise_object", "premise_object_label",
+                    "premise_reason", "premise_proof"))
 
 
 def _ambiguous_ids(labels: DataFrame) -> DataFrame:

@@ -114,6 +114,14 @@ def names_true_answer(text: str, true_answer: str | None, false_answer: str | No
 _LEAD_IN = r"^\W*(?:(?:in|by|from|since|after|before|during|until|on)\s[^,.;]{1,40},\s*)?(?:the\s+)?"
 
 
+@functools.lru_cache(maxsize=256)
+def _opens_with(name: str | None) -> re.Pattern | None:
+    """A sentence opening with the whole ``name`` ("Guinea" does not open "Guinea-Bissau is"),
+    compiled once per worker and name (checked per text)."""
+    return re.compile(_LEAD_IN + re.escape(name.strip()) + r"(?![\w-])", re.IGNORECASE) \
+        if name and name.strip() else None
+
+
 def names_true_answer_against_claim(text: str, true_answer: str | None, false_answer: str | None,
                                    subject: str) -> bool:
     """Whether misinformation names its true answer where it may speak against the false
@@ -122,12 +130,7 @@ def names_true_answer_against_claim(text: str, true_answer: str | None, false_an
     1962" in a text placing Tours in Algeria); "It lies in France, not Algeria" may not."""
     if not names_true_answer(text, true_answer, false_answer, subject):
         return False
-    def opens_with(name: str | None) -> re.Pattern | None:
-        # the whole name: "Guinea" does not open "Guinea-Bissau is ..."
-        return re.compile(_LEAD_IN + re.escape(name.strip()) + r"(?![\w-])", re.IGNORECASE) \
-            if name and name.strip() else None
-
-    about_false, about_true = opens_with(false_answer), opens_with(true_answer)
+    about_false, about_true = _opens_with(false_answer), _opens_with(true_answer)
     naming = [s for s in sentences(text) if names_true_answer(s, true_answer, false_answer, subject)]
     if not naming:  # the true answer spans a sentence split ("St. Louis"): the whole text names it
         return True
@@ -237,8 +240,8 @@ def content_failures(text: str, facts: ContentFacts, settings: dict, echo_grams:
     question itself. Misinformation: names its subject, and never names the true answer
     beside it or away from its false answer (``names_true_answer_against_claim``). Temporal:
     names its period, and every sentence that states the false claim (names the subject and
-    the false answer) names the period too (a year inside it, or words such as "during this period") and says
-    nothing timeless ("has always been"). Semantic: uses the description of the other entity
+    the false answer) names the period too (a year inside it, or words such as "during this
+    period") and says nothing timeless ("has always been"). Semantic: uses the description of the other entity
     it is about (an entry opens with it by construction: the rule holds the style rewrites
     to it)."""
     reasons = []
