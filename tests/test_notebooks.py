@@ -1,10 +1,10 @@
 """Every analyst notebook (Databricks source format) against a lake built here: each SQL cell
 through `misbench sql`, each Python cell (the plots) in one namespace per notebook, as on
 Databricks. The lake: questions from the real slice with hand-written texts (the smallest
-model's few texts may make no question), `misbench run-all --from evaluate` over them
-(evaluation, hoax questions, hoax evaluation, views) with the fake backend answering, and the
-generation and quality tables of the run-all test's lake (every stage run on the same slice
-with the real small model)."""
+model's few texts may make no question), evaluated, hoax-evaluated and given its views with the
+fake backend answering; the generation, quality and hoax tables come from the run-all test's
+lake (every stage run on the same slice with the real small model; the hoax questions depend
+on the slice alone, so they are the ones a hoax run here would make)."""
 import contextlib
 import io
 import json
@@ -38,8 +38,9 @@ def cells(path):
     return out
 
 
-# the generation tables the hand-written texts lack, taken from the run-all lake
-GENERATION_TABLES = ("evidence_slots", "generation_runs", "semantic_description_checks", "quality_stats")
+# the generation tables the hand-written texts lack, and the hoax questions, from the run-all lake
+FROM_THE_RUN_ALL_LAKE = ("evidence_slots", "generation_runs", "semantic_description_checks", "quality_stats",
+                         "hoax_questions", "hoax_stats")
 
 
 @pytest.fixture(scope="module")
@@ -50,14 +51,15 @@ def evaluated_lake(spark, bench_root, run_all_lake, tmp_path_factory):
     assert code == 0, out[-3000:]
     root = tmp_path_factory.mktemp("notebooks") / "lake"
     copy_lake(spark, bench_root, root)
-    for table in GENERATION_TABLES:
+    for table in FROM_THE_RUN_ALL_LAKE:
         if not (root / table).exists():
             shutil.copytree(generated / table, root / table)
     settings = [part for setting in [*RUN_ALL_SMALL, "llm.backend=fake"] for part in ("--set", setting)]
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        code = main(["run-all", "--lake", str(root), *settings, "--from", "evaluate"])
-    assert code == 0, out.getvalue()[-3000:]
+    for command in ("evaluate", "hoax-evaluate", "views"):  # the stages run-all runs after hoax
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            code = main([command, "--lake", str(root), *settings])
+        assert code == 0, f"{command}: {out.getvalue()[-3000:]}"
     return root
 
 

@@ -78,10 +78,17 @@ def test_a_failed_stage_stops_the_run_is_recorded_and_the_next_run_starts_there(
 def test_a_stage_whose_output_changed_since_runs_again(first_run):
     root, lake, code, _ = first_run
     assert code == 0
-    from misbench.cli import main
+    from deltalake import DeltaTable, write_deltalake
 
-    assert main(["--lake", str(root), "--set", "spark.master=local[2]", "hoax"]) == 0  # a standalone run
+    # written outside run-all (an analyst's rewrite, a standalone command): the last stage
+    # that writes the table runs again, and what follows it (a table of hoax-evaluate's, whose
+    # rerun asks nothing: its answers are kept)
+    judgements = DeltaTable(lake.location("hoax_judgements"))
+    before = judgements.version()
+    write_deltalake(judgements, judgements.to_pyarrow_table(), mode="overwrite",
+                    partition_by=judgements.metadata().partition_columns or None)
+    assert DeltaTable(lake.location("hoax_judgements")).version() == before + 1
     code, out = run(root)
     assert code == 0, out[-3000:]
     ran = [line.split("] ")[1].split(":")[0] for line in out.splitlines() if line.endswith(": running")]
-    assert ran == ["hoax", "hoax-evaluate", "views"]
+    assert ran == ["hoax-evaluate", "views"]
