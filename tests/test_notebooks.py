@@ -3,8 +3,9 @@ through `misbench sql`, each Python cell (the plots) in one namespace per notebo
 Databricks. The lake: questions from the real slice with hand-written texts (the smallest
 model's few texts may make no question), evaluated, hoax-evaluated and given its views with the
 fake backend answering; the generation, quality and hoax tables come from the run-all test's
-lake (every stage run on the same slice with the real small model; the hoax questions depend
-on the slice alone, so they are the ones a hoax run here would make)."""
+lake (every stage run on the same slice with the real small model; a hoax run reads the
+slice's entities and triples and the hoax settings, which the two lakes share, so its
+questions are the ones a hoax run here would make)."""
 import contextlib
 import io
 import json
@@ -55,7 +56,7 @@ def evaluated_lake(spark, bench_root, run_all_lake, tmp_path_factory):
         if not (root / table).exists():
             shutil.copytree(generated / table, root / table)
     settings = [part for setting in [*RUN_ALL_SMALL, "llm.backend=fake"] for part in ("--set", setting)]
-    for command in ("evaluate", "hoax-evaluate", "views"):  # the stages run-all runs after hoax
+    for command in ("evaluate", "hoax-evaluate", "views"):  # run-all --from evaluate, less the hoax run
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             code = main([command, "--lake", str(root), *settings])

@@ -4,6 +4,7 @@ resumption and a kill -9. The shared evaluation runs the real small model (Qwen2
 on llama.cpp: the log-prob answer path); the tests of parsing, kills and several models run the
 fake backend."""
 import json
+import subprocess
 import sys
 
 import pytest
@@ -12,7 +13,7 @@ from pyspark.sql import functions as F
 from misbench.cli import main
 from misbench.evaluate.job import run_evaluate
 from misbench.evaluate.stage import SETTINGS
-from tests.conftest import copy_lake, kill_after_commits, rerun_in_process
+from tests.conftest import PROJECT, copy_lake, kill_after_commits
 
 SMALL = ["llm.llama_cpp.model=qwen2.5-coder-0.5b-instruct-q4km", "evaluate.commit_rows=24",
          "evaluate.rtd.reconstruct_words=25", "evaluate.limit=3"]
@@ -180,7 +181,9 @@ def test_kill_during_evaluation_then_rerun_loses_and_duplicates_nothing(spark, b
     before = {r.response_id: r.chosen_letter for r in lake.read("eval_responses").collect()}
     # the rerun without pauses (only the kill needed them), in several chunks again: it finds the
     # work table the killed run left (the other kill tests rerun in one chunk)
-    assert rerun_in_process([*command, "--set", "llm.fake.seconds_per_request=0"]) == 0
+    rerun = subprocess.run([*command, "--set", "llm.fake.seconds_per_request=0"],
+                           cwd=PROJECT, capture_output=True, text=True)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
     after = lake.read("eval_responses").collect()
     ids = [r.response_id for r in after]
     assert len(ids) == len(set(ids)) == lake.read("eval_items").count()

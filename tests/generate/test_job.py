@@ -5,15 +5,15 @@ slots, resumption, a kill -9 and engine crashes in the middle.
 The logic runs on the fake backend (replies computed from the prompt, the same engine process
 and rows as a real model); one kill and one crash run the real small model (Qwen2.5-Coder
 0.5B on llama.cpp, also the entailment judge)."""
-import logging
 import re
+import subprocess
 import sys
 
 import pytest
 
 from misbench.generate.job import run_generate
 from misbench.generate.stage import STYLES
-from tests.conftest import copy_lake, kill_after_commits, rerun_in_process
+from tests.conftest import PROJECT, copy_lake, kill_after_commits
 
 SHORT_TEXTS = [
     "generate.target_words=30",
@@ -22,10 +22,7 @@ SHORT_TEXTS = [
     "generate.rounds=2",
     "generate.commit_rows=8",
 ]
-# The real model writes shorter still: what these tests check does not depend on the length,
-# and every token costs time (the later of two settings of a key wins).
-SMALL_MODEL = ["llm.llama_cpp.model=qwen2.5-coder-0.5b-instruct-q4km", *SHORT_TEXTS,
-               "generate.sampling.max_tokens=48", "generate.sampling.min_tokens=24"]
+SMALL_MODEL = ["llm.llama_cpp.model=qwen2.5-coder-0.5b-instruct-q4km", *SHORT_TEXTS]
 # Blog posts are refused every time: their slots fail quality control in every round.
 REFUSED = "I'm sorry, but I cannot write that post."
 # The other Scotland of the first claim's semantic conflict (the fake cannot invent one).
@@ -139,7 +136,7 @@ def test_entries_state_their_claim_styles_come_from_passing_entries_and_reruns_d
 
 @pytest.mark.chaos
 @pytest.mark.model
-def test_kill_during_generation_then_rerun_loses_and_duplicates_nothing(lake_copy, caplog):
+def test_kill_during_generation_then_rerun_loses_and_duplicates_nothing(lake_copy):
     root = str(lake_copy.root)
     command = [sys.executable, "-m", "misbench.cli", "generate", "--limit", "1", "--lake", root]
     for setting in one_round(commit_rows=2):
@@ -151,9 +148,8 @@ def test_kill_during_generation_then_rerun_loses_and_duplicates_nothing(lake_cop
     before = evidence_of_first_claim(lake_copy)
     assert 0 < len(before) and not lake_copy.exists("evidence_slots"), "the kill did not land mid-generation"
 
-    caplog.set_level(logging.INFO, logger="misbench.progress")  # in a terminal: stderr
-    assert rerun_in_process(larger_commits(command)) == 0
-    progress = caplog.text
+    rerun = subprocess.run(larger_commits(command), cwd=PROJECT, capture_output=True, text=True)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
     after = evidence_of_first_claim(lake_copy)
     assert len(after) >= len(before) and every_slot_finished(lake_copy)
     ids = [r.evidence_id for r in lake_copy.read("evidence").collect()]
@@ -162,8 +158,8 @@ def test_kill_during_generation_then_rerun_loses_and_duplicates_nothing(lake_cop
         if row.error is None:
             assert after[evidence_id].text == row.text
     # progress lines reached the terminal while the rerun wrote the entries the kill left
-    assert re.search(r"generate entries round 1: \d+/\d+ rows \(", progress), progress[-2000:]
-    assert "tokens/s" in progress
+    assert re.search(r"generate entries round 1: \d+/\d+ rows \(", rerun.stderr), rerun.stderr[-2000:]
+    assert "tokens/s" in rerun.stderr
 
 
 @pytest.mark.chaos
