@@ -99,6 +99,15 @@ def test_questions_from_the_real_slice_pass_every_check(spark, hoax_lake):
                      r"at a time\)\.", forth.explanation), forth.explanation
     assert forth.near_miss == "London" and forth.country == "United Kingdom" and forth.false_premise_type == "entity"
     assert (forth.reasoning_type, forth.answer_type, forth.category) == ("geographical", "location", "geography")
+    # no composer or encyclopedist heads a government: a fallback false object of a relation
+    # with hoax.premise_object_roles holds one of its roles (George Washington, Sebastián Piñera)
+    roles = hoax_spec.load_spec().premise_object_roles
+    facts = lake.read("triples").where(F.col("object_id").isNotNull()).collect()
+    holders = {relation: {f.subject_id for f in facts if f.property in role and f.object_id in (role[f.property]
+                                                                                                 or [f.object_id])}
+               for relation, role in roles.items()}
+    role_premises = [q for q in questions if q.premise_property in roles]
+    assert role_premises and all(q.premise_object in holders[q.premise_property] for q in role_premises)
 
 
 def test_idk_is_balanced_and_every_candidate_is_counted(hoax_lake):

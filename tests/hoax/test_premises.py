@@ -76,6 +76,25 @@ def test_an_open_list_or_several_current_values_prove_nothing(proved):
     assert belgium.premise_proof is None and belgium.premise_reason == "no proof: the graph records no single current value"
 
 
+def test_a_fallback_false_object_holds_the_relations_role(spark):
+    """The only head of government in the graph is the United Kingdom's: no other value of P6
+    fits, so the false object comes from the named persons, and for P6 only from those who
+    are politicians or have held an office (hoax.premise_object_roles), never a composer."""
+    spec = hoax_spec.load_spec()
+    graph = triples(spark, [
+        ("UK", "P6", "Sunak"), ("Beethoven", "P106", "Q36834"), ("Washington", "P106", "Q82955"),
+        ("Pinera", "P39", "President of Chile"), ("Pinera", "P106", "Q36834"),
+    ])
+    people = ("Sunak", "Beethoven", "Washington", "Pinera", "Sanger")
+    names = labels(spark, [("UK", "UK", "a country", COUNTRY)] + [(p, p, "a person", PERSON) for p in people])
+    facts = resolved_facts(graph, spec.properties, "2026-01-01").localCheckpoint()
+    bridges = spark.createDataFrame([("UK",)], "bridge_id string")
+    rows = premises(facts, names.localCheckpoint(), spec_frames(spark, spec), bridges, spec, seed=7,
+                    attempts=16).where("premise_property = 'P6'").collect()
+    assert rows and all(r.premise_proof.kind == PROOF_FUNCTIONAL for r in rows)
+    assert {r.premise_object for r in rows} == {"Washington", "Pinera"}
+
+
 def _spec_edited(tmp_path, section: str, added: str) -> None:
     """load_spec of conf/hoax.yaml with ``added`` as the first entry of ``section`` (appended
     when ``section`` is None)."""
@@ -96,6 +115,8 @@ def _spec_edited(tmp_path, section: str, added: str) -> None:
     ("  by_class", "    geography: [Q11424]\n", "categories.by_class: Q11424 is under both 'geography' and "
                                                "'entertainment'"),
     ("  by_class", "    cooking: [Q2095]\n", "category 'cooking' is not one of the paper's ten"),
+    ("premise_object_roles", "  P47: {P106: []}\n", "premise_object_roles: P47 is no functional premise relation"),
+    ("premise_object_roles", "  P19: {P106: Q5}\n", "premise_object_roles: P19.P106 needs a property id and a list"),
     ("  by_class", "    geography: Q515\n", "categories.by_class: geography needs a list of class ids"),
 ])
 def test_a_premise_setting_that_proves_or_checks_nothing_is_a_config_error(tmp_path, section, added, error):

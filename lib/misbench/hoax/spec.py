@@ -49,6 +49,8 @@ class HoaxSpec:
     country_classes: list[str]
     type_nouns: dict[str, str] = field(default_factory=dict)
     premise_words: dict[str, list[str]] = field(default_factory=dict)  # premise relation -> words a rewording keeps
+    # premise relation -> {property: objects ([] any)}: who may stand in as its false object
+    premise_object_roles: dict[str, dict[str, list[str]]] = field(default_factory=dict)
 
     @property
     def premise_relations(self) -> list[str]:
@@ -57,8 +59,9 @@ class HoaxSpec:
     @property
     def properties(self) -> list[str]:
         """Every property the stage reads facts of."""
+        roles = {prop for role in self.premise_object_roles.values() for prop in role}
         return sorted(set(self.relations) | set(self.bridges) | set(self.date_questions) | set(self.country_relations)
-                      | set(CONTAINMENT))
+                      | set(CONTAINMENT) | roles)
 
 
 def _clause(statement: str, override: str | None) -> str | None:
@@ -97,6 +100,27 @@ def _premise_words(path: Path, asked: dict[str, AskedRelation], listed: dict) ->
             raise ConfigError(f"{path}: premise relation {relation}'s clause '{spec.clause}' has no word that "
                               "names the relation: list its words in premise_words")
         out[relation] = [str(w).strip().lower() for w in listed.get(relation) or own]
+    return out
+
+
+def _object_roles(path: Path, functional: dict[str, str], listed: dict) -> dict[str, dict[str, list[str]]]:
+    """premise_object_roles: per functional premise relation, the facts (property, and the
+    objects it must have, none for any) of which a false object of the fallback pool holds one."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for relation, roles in listed.items():
+        relation = str(relation)
+        if relation not in functional:
+            raise ConfigError(f"{path}: premise_object_roles: {relation} is no functional premise relation")
+        if not isinstance(roles, dict) or not roles:
+            raise ConfigError(f"{path}: premise_object_roles: {relation} needs properties such as {{P106: [Q82955]}}")
+        out[relation] = {}
+        for prop, objects in roles.items():
+            objects = objects or []
+            if not str(prop).startswith("P") or not isinstance(objects, list) \
+                    or not all(isinstance(o, str) and o.startswith("Q") for o in objects):
+                raise ConfigError(f"{path}: premise_object_roles: {relation}.{prop} needs a property id and a "
+                                  "list of item ids ([] for any value)")
+            out[relation][str(prop)] = list(objects)
     return out
 
 
@@ -177,4 +201,5 @@ def load_spec(path: Path | None = None) -> HoaxSpec:
         country_classes=list(data.get("country_classes") or []),
         type_nouns=dict(data.get("type_nouns") or {}),
         premise_words=_premise_words(path, asked, {str(k): v for k, v in (data.get("premise_words") or {}).items()}),
+        premise_object_roles=_object_roles(path, functional, data.get("premise_object_roles") or {}),
     )

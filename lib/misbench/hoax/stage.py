@@ -72,7 +72,16 @@ def spec_frames(spark: SparkSession, spec: HoaxSpec) -> dict[str, DataFrame]:
         rows, "relation string, question string, statement string, clause string, answer_type string, "
               "topic string, is_date boolean")
     bridges = spark.createDataFrame(list(spec.bridges.items()), "relation string, role string")
-    return {"relations": relations, "bridges": bridges}
+    roles = spark.createDataFrame(
+        [(role_pool(relation), prop, obj) for relation, role in sorted(spec.premise_object_roles.items())
+         for prop, objects in sorted(role.items()) for obj in (objects or [None])],
+        "pool string, property string, role_object string")
+    return {"relations": relations, "bridges": bridges, "object_roles": roles}
+
+
+def role_pool(relation: str) -> str:
+    """The name of the fallback pool of a relation with hoax.premise_object_roles."""
+    return f"{ANY_RELATION}{relation}"
 
 
 def _mapping(mapping: dict[str, str], key: Column, default: Column | None = None) -> Column:
@@ -178,18 +187,30 @@ def premises(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], 
     # Where no other object of the relation fits (a small graph: one capital, one head of
     # state), any named entity of the same type: the proof holds whatever the false object.
     # Its pool is every named entity; its truth, every value the graph gives the bridge.
+    # A relation with hoax.premise_object_roles draws only on the entities holding a role.
+    pools = _mapping({r: role_pool(r) for r in spec.premise_object_roles}, F.col("pool_relation"), F.lit(ANY_RELATION))
     unmatched = claims.join(found.select("claim_id"), "claim_id", "left_anti") \
-        .withColumn("pool_relation", F.lit(ANY_RELATION)).localCheckpoint()
+        .withColumn("pool_relation", pools).localCheckpoint()
     # Skipped where every claim found its false objects: the search plans a dozen Spark jobs
     # over every named entity, whether or not a claim asks.
     if not unmatched.isEmpty():
-        named = labels.where(F.col("label").isNotNull()).select(
-            F.lit(None).cast("string").alias("subject_id"), F.lit(ANY_RELATION).alias("property"),
-            F.col("id").alias("object_id"), F.lit("normal").alias("rank"))
+        named_ids = labels.where(F.col("label").isNotNull()).select(F.col("id").alias("object_id"))
+        roles = frames["object_roles"]
+        holders = facts.where(F.col("object_id").isNotNull() & (F.col("rank") != "deprecated")).join(
+            F.broadcast(roles), (facts["property"] == roles["property"])
+            & (roles["role_object"].isNull() | (roles["role_object"] == facts["object_id"]))
+        ).select(F.col("subject_id").alias("object_id"), "pool").distinct()
+        members = named_ids.withColumn("pool", F.lit(ANY_RELATION)).unionByName(
+            holders.join(named_ids, "object_id", "left_semi"))
+        named = members.select(F.lit(None).cast("string").alias("subject_id"), F.col("pool").alias("property"),
+                               "object_id", F.lit("normal").alias("rank"))
         # every claim's subjects, not only the unmatched ones': the pool's positions (and so
-        # the seeded choice) stay those of the full search
+        # the seeded choice) stay those of the full search. A value of a claim's subject in a
+        # role pool is its truth there too.
         given = facts.join(claims.select(F.col("subject_id")).distinct(), "subject_id", "left_semi").select(
-            "subject_id", F.lit(ANY_RELATION).alias("property"), "object_id", "rank")
+            "subject_id", "object_id", "rank")
+        given = given.withColumn("property", F.lit(ANY_RELATION)).unionByName(
+            given.join(holders, "object_id").withColumnRenamed("pool", "property"))
         found = found.unionByName(substitutes(unmatched, named.unionByName(given), labels, seed, attempts,
                                               wanted=3, links=links))
     found = found.select(F.col("claim_id").alias("premise_key"), F.col("candidate_id").alias("premise_object"),
