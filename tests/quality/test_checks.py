@@ -244,6 +244,35 @@ def test_the_true_answer_inside_the_false_one_is_not_named():
     assert any("names the true answer" in r for r in checks.content_failures(opens, bissau, CONTENT, GRAMS))
 
 
+UK_ALIASES = ("UK", "United Kingdom of Great Britain and Northern Ireland", "UKGBNI", "Great Britain", "GB", "GBR")
+
+
+@pytest.mark.parametrize("added, named", [
+    ("Scotland still sends most of its whisky to Great Britain.", "Great Britain"),
+    ("Scotland's ties with the UK ended long ago.", "UK"),
+    ("Scotland left the United Kingdom of Great Britain and Northern Ireland.", "United Kingdom"),
+    # a sentence about the false answer alone may name an alias, as it may the label
+    ("Algeria trades with Great Britain across the Mediterranean.", None),
+    # a short alias counts only as written: "gb" in a file name or "uk" in lower case is no country
+    ("Scotland's old records sit in a 2 gb archive.", None),
+])
+def test_an_alias_of_the_true_answer_counts_as_naming_it(added, named):
+    """Misinformation that calls the true answer by another name still speaks against its
+    claim (the entities' aliases of the claim's object: "the UK", "Great Britain")."""
+    facts = checks.ContentFacts(kind="factual", subject="Scotland", question=QUESTION, true_answer="United Kingdom",
+                                false_answer="Algeria", true_aliases=UK_ALIASES)
+    reasons = checks.content_failures(GOOD_FACTUAL + " " + added, facts, CONTENT, GRAMS)
+    flagged = [r for r in reasons if "names the true answer" in r]
+    if named is None:
+        assert flagged == []
+    elif named == "United Kingdom":
+        assert flagged == ["content: names the true answer 'United Kingdom'"]
+    else:
+        assert flagged == [f"content: names the true answer 'United Kingdom' as {named!r}"]
+    assert checks.true_answer_named_against_claim(GOOD_FACTUAL + " " + added, "United Kingdom", UK_ALIASES, "Algeria",
+                                                  "Scotland") == named
+
+
 def test_a_true_answer_split_across_sentences_still_counts():
     facts = checks.ContentFacts(kind="factual", subject="Ferguson", question="In which city does Ferguson lie?",
                                 true_answer="St. Louis", false_answer="Denver")

@@ -45,6 +45,9 @@ def generated_root(spark, cfg, slice_claims_root, tmp_path_factory):
         "handmade-misinformation": ("factual", conflict_text),
         # misinformation that keeps the truth beside its false claim
         "handmade-misinformation-and-truth": ("factual", f"{factual.statement} " + SUPPORTING),
+        # ...or by another of its names (an alias of the United Kingdom in entities)
+        "handmade-misinformation-and-alias": ("factual", f"{conflict_text} London is also the largest city of "
+                                                         "Great Britain."),
         # "correct evidence" that asserts the factual conflict
         "handmade-correct-states-conflict": ("correct", conflict_text),
     }
@@ -68,10 +71,10 @@ def test_every_evidence_row_gets_one_verdict_and_the_stats_add_up(checked):
     lake, _, report = checked
     evidence = lake.read("evidence").count()
     qc = {r.evidence_id: r for r in lake.read("evidence_qc").collect()}
-    assert len(qc) == evidence == report.evidence > 7  # the generated texts and the 7 hand-made
+    assert len(qc) == evidence == report.evidence > 8  # the generated texts and the 8 hand-made
     # generation checked its own texts as it went; this run checked the hand-made ones it added
     handmade = [r for r in qc.values() if r.evidence_id.startswith("handmade-")]
-    assert report.checked == len(handmade) == 7
+    assert report.checked == len(handmade) == 8
     # Each model loads once per worker process (PySpark may start more than one worker).
     loads = {r.load_id for r in handmade if r.complete}
     assert report.model_loads == len(loads) == len({load.split("-")[0] for load in loads})
@@ -125,6 +128,9 @@ def test_hand_made_bad_texts_are_dropped_for_the_right_reason(checked):
     assert with_truth.names_true_answer and not with_truth.passed
     assert with_truth.contrary_hypothesis == contradicts.hypothesis and with_truth.contrary_score is not None
     assert "content: names the true answer 'United Kingdom'" in with_truth.reasons
+    with_alias = qc["handmade-misinformation-and-alias"]
+    assert with_alias.names_true_answer and not with_alias.passed
+    assert "content: names the true answer 'United Kingdom' as 'Great Britain'" in with_alias.reasons
     states_conflict = qc["handmade-correct-states-conflict"]
     assert states_conflict.contrary_hypothesis == misinformation.hypothesis  # same text, same statement:
     assert states_conflict.contrary_score == pytest.approx(misinformation.entailment_score)  # same score
@@ -214,10 +220,10 @@ def test_kill_during_quality_then_rerun_loses_and_duplicates_nothing(spark, gene
     kill_after_commits(command, lake.root + "/evidence_qc/_delta_log", 2)
     evidence = lake.read("evidence").count()
     before = {r.evidence_id: r.checked_at for r in lake.read("evidence_qc").collect()}
-    # The 7 hand-made rows go in 3 chunks (3, 1 and 3 rows by their ids' hash): two commits
-    # leave some checked and some not.
+    # The 8 hand-made rows go in 3 chunks (by their ids' hash): two commits leave some
+    # checked and some not.
     handmade = [e for e in before if e.startswith("handmade-")]
-    assert 0 < len(handmade) < 7 and len(before) < evidence, "the kill did not land mid-run"
+    assert 0 < len(handmade) < 8 and len(before) < evidence, "the kill did not land mid-run"
 
     # the rerun in one chunk and without pauses: only the kill needed them
     rerun = subprocess.run([*command, "--set", "quality.commit_rows=16", "--set", "llm.fake.seconds_per_request=0"],

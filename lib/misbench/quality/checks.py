@@ -138,6 +138,27 @@ def names_true_answer_against_claim(text: str, true_answer: str | None, false_an
                for s in naming)
 
 
+# An alias this short ("UK", "GB", "fr") is a name only as written: "us" is no "US".
+_SHORT_ALIAS = 3
+
+
+def true_answer_named_against_claim(text: str, true_answer: str | None, aliases: Sequence[str],
+                                    false_answer: str | None, subject: str) -> str | None:
+    """The name of the true answer (its label, else one of its aliases: "Britain" for the
+    United Kingdom) that misinformation uses where it may speak against the false claim
+    (``names_true_answer_against_claim``); None when it uses none. An alias that names the
+    subject too or lies inside the false answer is no sign; a short one counts only as written."""
+    if not true_answer:
+        return None
+    for name in (true_answer, *[a for a in aliases or () if a and a.strip() and _words(a) != _words(true_answer)]):
+        if name is not true_answer and len(name.strip()) <= _SHORT_ALIAS \
+                and not re.search(r"(?<!\w)" + re.escape(name.strip()) + r"(?!\w)", text):
+            continue
+        if names_true_answer_against_claim(text, name, false_answer, subject):
+            return name
+    return None
+
+
 def repeats_question(text: str, question: str) -> bool:
     """Whether ``text`` holds the question itself, its question mark included (a relative
     clause such as "who directed Jaws" is not the question "Who directed Jaws?")."""
@@ -213,6 +234,7 @@ class ContentFacts:
     question: str
     true_answer: str | None = None
     false_answer: str | None = None
+    true_aliases: tuple[str, ...] = ()
     from_year: str | None = None
     until_year: str | None = None
     description: str | None = None
@@ -237,8 +259,9 @@ def content_failures(text: str, facts: ContentFacts, settings: dict, echo_grams:
     """Why a complete text does not say what its row says, by rules (no model); empty when it
     passes. ``settings``: the ``quality.content`` section. Every text: no talk about the text,
     the prompt or the task (``meta_patterns``), no run of the prompts' wording, not the
-    question itself. Misinformation: names its subject, and never names the true answer
-    beside it or away from its false answer (``names_true_answer_against_claim``). Temporal:
+    question itself. Misinformation: names its subject, and never names the true answer (by
+    its label or an alias) beside it or away from its false answer
+    (``true_answer_named_against_claim``). Temporal:
     names its period, and every sentence that states the false claim (names the subject and
     the false answer) names the period too (a year inside it, or words such as "during this
     period") and says nothing timeless ("has always been"). Semantic: uses the description of the other entity
@@ -261,8 +284,11 @@ def content_failures(text: str, facts: ContentFacts, settings: dict, echo_grams:
     # Forth Bridge, a blog post about Algeria alone)
     if facts.subject and not names(text, facts.subject):
         reasons.append(f"content: does not name its subject {facts.subject!r}")
-    if names_true_answer_against_claim(text, facts.true_answer, facts.false_answer, facts.subject):
-        reasons.append(f"content: names the true answer {facts.true_answer!r}")
+    named = true_answer_named_against_claim(text, facts.true_answer, facts.true_aliases, facts.false_answer,
+                                            facts.subject)
+    if named:
+        reasons.append(f"content: names the true answer {facts.true_answer!r}"
+                       + ("" if named == facts.true_answer else f" as {named!r}"))
     if facts.kind == "temporal" and facts.from_year:
         reasons += _period_failures(text, facts, settings)
     if facts.kind == "semantic" and facts.description:

@@ -100,7 +100,8 @@ def run_quality(spark: SparkSession, lake: Lake, cfg: Config, report: bool = Tru
     passes) skips the counting of the report, three Spark jobs nobody reads there."""
     settings = resolved_settings(cfg)
     inputs = stage.qc_inputs(lake.read("evidence"), lake.read("claims"), lake.read("conflicts"),
-                             results_key(settings), semantic_descriptions(lake))
+                             results_key(settings), semantic_descriptions(lake),
+                             lake.read("entities").select("id", "aliases"))
     if lake.exists("evidence_qc") and lake.read("evidence_qc").columns != stage.QC_COLUMNS:
         # Verdicts of an older misbench (other columns, other rules): a derived table, redone.
         log.info("quality: evidence_qc has the columns of an older version; checking every text again")

@@ -24,8 +24,8 @@ from misbench.quality import checks
 
 INPUT_COLUMNS = [
     "evidence_id", "claim_id", "hop", "kind", "style", "text", "finish_reason", "error",
-    "hypothesis", "contrary_hypothesis", "description_contrary", "subject", "true_answer", "false_answer",
-    "from_year", "until_year", "description", "question", "qc_key",
+    "hypothesis", "contrary_hypothesis", "description_contrary", "subject", "true_answer", "true_aliases",
+    "false_answer", "from_year", "until_year", "description", "question", "qc_key",
 ]
 QC_SCHEMA = (
     "evidence_id string, claim_id string, hop int, kind string, style string, passed boolean, "
@@ -48,36 +48,42 @@ def _is_sentence(subject: str, description: str) -> F.Column:
     return sentence(subject, description)
 
 
-def hypotheses(claims: DataFrame, conflicts: DataFrame) -> DataFrame:
+def hypotheses(claims: DataFrame, conflicts: DataFrame, aliases: DataFrame | None = None) -> DataFrame:
     """claim_id, kind -> the statement a text of that kind must entail (``hypothesis``), the
     one it must not (``contrary_hypothesis``: the factual conflict for correct evidence, the
     true claim for misinformation; ``description_contrary``: for semantic misinformation, the
     subject as the better-known entity of its name), the answers (misinformation must not
-    name the true one), a temporal conflict's years and the question. A temporal conflict's
+    name the true one, by its label or an alias: ``aliases``, id and aliases, the entities'),
+    a temporal conflict's years and the question. A temporal conflict's
     statement carries its validity period: the period is the conflict."""
     factual = conflicts.where(F.col("kind") == "factual").select("claim_id", F.col("statement").alias("factual"))
     names = claims.select("claim_id", F.col("subject_label").alias("subject"), "question")
     correct = claims.join(factual, "claim_id", "left").select(
         "claim_id", F.lit("correct").alias("kind"), F.col("statement").alias("hypothesis"),
         F.col("factual").alias("contrary_hypothesis"), F.lit(None).cast("string").alias("description_contrary"),
-        F.lit(None).cast("string").alias("true_answer"), F.lit(None).cast("string").alias("false_answer"),
+        F.lit(None).cast("string").alias("true_answer"), F.lit(None).cast("array<string>").alias("true_aliases"),
+        F.lit(None).cast("string").alias("false_answer"),
         F.lit(None).cast("string").alias("from_year"), F.lit(None).cast("string").alias("until_year"))
-    conflicting = conflicts.join(
-        claims.select("claim_id", F.col("statement").alias("true_statement"), F.col("subject_label").alias("named"),
-                      F.col("object_label").alias("true_label")), "claim_id", "left",
-    ).select(
+    truths = claims.select("claim_id", "object_id", F.col("statement").alias("true_statement"),
+                           F.col("subject_label").alias("named"), F.col("object_label").alias("true_label"))
+    if aliases is None:
+        truths = truths.withColumn("true_aliases", F.lit(None).cast("array<string>"))
+    else:
+        truths = truths.join(aliases.select(F.col("id").alias("object_id"), F.col("aliases").alias("true_aliases")),
+                             "object_id", "left")
+    conflicting = conflicts.join(truths.drop("object_id"), "claim_id", "left").select(
         "claim_id", "kind",
         claim_sentence("statement").alias("hypothesis"),
         F.col("true_statement").alias("contrary_hypothesis"),
         F.when(F.col("kind") == "semantic", _is_sentence("named", "subject_description")).alias("description_contrary"),
-        F.col("true_label").alias("true_answer"), F.col("object_label").alias("false_answer"),
+        F.col("true_label").alias("true_answer"), "true_aliases", F.col("object_label").alias("false_answer"),
         F.year("valid_from").cast("string").alias("from_year"), F.year("valid_until").cast("string").alias("until_year"),
     )
     return correct.unionByName(conflicting).join(names, "claim_id", "left")
 
 
 def qc_inputs(evidence: DataFrame, claims: DataFrame, conflicts: DataFrame, settings_key: str,
-              descriptions: DataFrame | None = None) -> DataFrame:
+              descriptions: DataFrame | None = None, aliases: DataFrame | None = None) -> DataFrame:
     """Evidence rows with their hypotheses, names and question, keyed by ``qc_key``: a hash of
     the settings and of everything the checks read, so a changed text or setting is re-checked
     and an unchanged one never is. ``descriptions``: evidence_id, description (the checked
@@ -87,7 +93,7 @@ def qc_inputs(evidence: DataFrame, claims: DataFrame, conflicts: DataFrame, sett
     dropped)."""
     rows = evidence.select("evidence_id", "claim_id", "hop", "kind", "style", "text", "finish_reason", "error",
                            "source_evidence_id")
-    joined = rows.join(hypotheses(claims, conflicts), ["claim_id", "kind"], "left")
+    joined = rows.join(hypotheses(claims, conflicts, aliases), ["claim_id", "kind"], "left")
     if descriptions is None:
         joined = joined.withColumn("description", F.lit(None).cast("string"))
     else:
@@ -108,6 +114,11 @@ def qc_inputs(evidence: DataFrame, claims: DataFrame, conflicts: DataFrame, sett
 
 def _text(value) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def _texts(value) -> tuple[str, ...]:
+    """An array cell (a list, a numpy array or null) as a tuple of its strings."""
+    return tuple(v for v in value if isinstance(v, str)) if value is not None and not isinstance(value, float) else ()
 
 
 def verdict_frame(batch: pd.DataFrame, settings: dict, entailer, similar) -> pd.DataFrame:
@@ -132,6 +143,7 @@ def verdict_frame(batch: pd.DataFrame, settings: dict, entailer, similar) -> pd.
         facts = checks.ContentFacts(
             kind=row["kind"], subject=_text(row["subject"]) or "", question=_text(row["question"]) or "",
             true_answer=_text(row["true_answer"]), false_answer=_text(row["false_answer"]),
+            true_aliases=_texts(row["true_aliases"]),
             from_year=_text(row["from_year"]), until_year=_text(row["until_year"]),
             description=_text(row["description"]))
         reasons[i] = checks.content_failures(row["text"], facts, content, echo_grams)
@@ -157,8 +169,9 @@ def verdict_frame(batch: pd.DataFrame, settings: dict, entailer, similar) -> pd.
         text = _text(row["text"]) or ""
         true_answer = _text(row["true_answer"])
         # the content rule's own test, so the column agrees with the verdict
-        names_true = None if index not in entailment or true_answer is None else checks.names_true_answer_against_claim(
-            text, true_answer, _text(row["false_answer"]), _text(row["subject"]) or "")
+        names_true = None if index not in entailment or true_answer is None else \
+            checks.true_answer_named_against_claim(text, true_answer, _texts(row["true_aliases"]),
+                                                   _text(row["false_answer"]), _text(row["subject"]) or "") is not None
         row_reasons = list(reasons[index])
         if index in entailment:
             row_reasons += checks.model_failures(score, cosine, threshold, alpha, contrary.get(index), row["kind"],
