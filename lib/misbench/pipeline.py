@@ -49,11 +49,11 @@ STAGES = (
     Stage("claims", ("entities", "triples"), ("claims", "conflicts", "claims_stats"), ("claims",),
           ("relations.yaml", "multihop.yaml")),
     # generation runs quality control between its passes
-    Stage("generate", ("claims", "conflicts"),
+    Stage("generate", ("claims", "conflicts", "entities"),
           ("evidence", "semantic_descriptions", "semantic_description_checks", "evidence_slots"),
           ("generate", "llm", "quality"), prompts=True, retries=("evidence", "semantic_descriptions"),
           max_attempts="generate.max_attempts", judges_texts=True),
-    Stage("quality", ("claims", "evidence", "semantic_description_checks"), ("evidence_qc", "quality_stats"),
+    Stage("quality", ("claims", "evidence", "semantic_description_checks", "entities"), ("evidence_qc", "quality_stats"),
           ("quality", "llm"), prompts=True, judges_texts=True),
     Stage("bench", ("claims", "conflicts", "evidence", "evidence_qc"), ("questions", "bench_texts", "bench_stats"),
           ("bench",)),

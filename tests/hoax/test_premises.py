@@ -77,15 +77,18 @@ def test_an_open_list_or_several_current_values_prove_nothing(proved):
 
 
 def test_a_fallback_false_object_holds_the_relations_role(spark):
-    """The only head of government in the graph is the United Kingdom's: no other value of P6
-    fits, so the false object comes from the named persons, and for P6 only from those who
-    are politicians or have held an office (hoax.premise_object_roles), never a composer."""
+    """The only current head of government in the graph is the United Kingdom's: no other
+    value of P6 fits, so the false object comes from the named persons, and for P6 only from
+    those who are politicians or have held an office (hoax.premise_object_roles), not the
+    composer or the encyclopedist; never the United Kingdom's former head of government, a
+    politician whose premise would be true once."""
     spec = hoax_spec.load_spec()
     graph = triples(spark, [
-        ("UK", "P6", "Sunak"), ("Beethoven", "P106", "Q36834"), ("Washington", "P106", "Q82955"),
+        ("UK", "P6", "Sunak"), ("UK", "P6", "Johnson", {"end": "2022-09-06"}), ("Johnson", "P106", "Q82955"),
+        ("Beethoven", "P106", "Q36834"), ("Washington", "P106", "Q82955"),
         ("Pinera", "P39", "President of Chile"), ("Pinera", "P106", "Q36834"),
     ])
-    people = ("Sunak", "Beethoven", "Washington", "Pinera", "Sanger")
+    people = ("Sunak", "Johnson", "Beethoven", "Washington", "Pinera", "Sanger")
     names = labels(spark, [("UK", "UK", "a country", COUNTRY)] + [(p, p, "a person", PERSON) for p in people])
     facts = resolved_facts(graph, spec.properties, "2026-01-01").localCheckpoint()
     bridges = spark.createDataFrame([("UK",)], "bridge_id string")
@@ -116,7 +119,8 @@ def _spec_edited(tmp_path, section: str, added: str) -> None:
                                                "'entertainment'"),
     ("  by_class", "    cooking: [Q2095]\n", "category 'cooking' is not one of the paper's ten"),
     ("premise_object_roles", "  P47: {P106: []}\n", "premise_object_roles: P47 is no functional premise relation"),
-    ("premise_object_roles", "  P19: {P106: Q5}\n", "premise_object_roles: P19.P106 needs a property id and a list"),
+    ("premise_object_roles", "  P19: {P106: Q5}\n", "premise_object_roles: P19.P106 needs a list of item ids"),
+    ("premise_object_roles", "  P19: {Pfoo: []}\n", "premise_object_roles: P19.Pfoo is no property id"),
     ("  by_class", "    geography: Q515\n", "categories.by_class: geography needs a list of class ids"),
 ])
 def test_a_premise_setting_that_proves_or_checks_nothing_is_a_config_error(tmp_path, section, added, error):

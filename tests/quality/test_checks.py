@@ -244,17 +244,23 @@ def test_the_true_answer_inside_the_false_one_is_not_named():
     assert any("names the true answer" in r for r in checks.content_failures(opens, bissau, CONTENT, GRAMS))
 
 
-UK_ALIASES = ("UK", "United Kingdom of Great Britain and Northern Ireland", "UKGBNI", "Great Britain", "GB", "GBR")
+UK_ALIASES = ("UK", "United Kingdom of Great Britain and Northern Ireland", "UKGBNI", "Great Britain", "GB", "GBR",
+              "Britain", "the U.K.")
 
 
 @pytest.mark.parametrize("added, named", [
     ("Scotland still sends most of its whisky to Great Britain.", "Great Britain"),
     ("Scotland's ties with the UK ended long ago.", "UK"),
+    ("Scotland's ties with the U.K. ended long ago.", "U.K."),
     ("Scotland left the United Kingdom of Great Britain and Northern Ireland.", "United Kingdom"),
     # a sentence about the false answer alone may name an alias, as it may the label
     ("Algeria trades with Great Britain across the Mediterranean.", None),
-    # a short alias counts only as written: "gb" in a file name or "uk" in lower case is no country
+    # a short form counts only as written, per sentence: "gb" in a file size is no country,
+    # even beside an allowed sentence that writes "GB"
     ("Scotland's old records sit in a 2 gb archive.", None),
+    ("Algeria buys GB steel. Scotland's old records sit in a 2 gb archive.", None),
+    # a single word is left out: too often part of another name or a common noun
+    ("Scotland once traded with Britain.", None),
 ])
 def test_an_alias_of_the_true_answer_counts_as_naming_it(added, named):
     """Misinformation that calls the true answer by another name still speaks against its
@@ -268,7 +274,7 @@ def test_an_alias_of_the_true_answer_counts_as_naming_it(added, named):
     elif named == "United Kingdom":
         assert flagged == ["content: names the true answer 'United Kingdom'"]
     else:
-        assert flagged == [f"content: names the true answer 'United Kingdom' as {named!r}"]
+        assert flagged == [f"content: names the true answer by another name ({named!r} for 'United Kingdom')"]
     assert checks.true_answer_named_against_claim(GOOD_FACTUAL + " " + added, "United Kingdom", UK_ALIASES, "Algeria",
                                                   "Scotland") == named
 

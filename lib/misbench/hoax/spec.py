@@ -2,6 +2,7 @@
 relation templates of conf/relations.yaml, validated at start (errors name the file)."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -107,6 +108,8 @@ def _object_roles(path: Path, functional: dict[str, str], listed: dict) -> dict[
     """premise_object_roles: per functional premise relation, the facts (property, and the
     objects it must have, none for any) of which a false object of the fallback pool holds one."""
     out: dict[str, dict[str, list[str]]] = {}
+    if not isinstance(listed, dict):
+        raise ConfigError(f"{path}: premise_object_roles needs relations such as P6: {{P106: [Q82955]}}")
     for relation, roles in listed.items():
         relation = str(relation)
         if relation not in functional:
@@ -116,10 +119,12 @@ def _object_roles(path: Path, functional: dict[str, str], listed: dict) -> dict[
         out[relation] = {}
         for prop, objects in roles.items():
             objects = objects or []
-            if not str(prop).startswith("P") or not isinstance(objects, list) \
-                    or not all(isinstance(o, str) and o.startswith("Q") for o in objects):
-                raise ConfigError(f"{path}: premise_object_roles: {relation}.{prop} needs a property id and a "
-                                  "list of item ids ([] for any value)")
+            if not re.fullmatch(r"P\d+", str(prop)):
+                raise ConfigError(f"{path}: premise_object_roles: {relation}.{prop} is no property id such as P106")
+            if not isinstance(objects, list) or not all(isinstance(o, str) and re.fullmatch(r"Q\d+", o)
+                                                        for o in objects):
+                raise ConfigError(f"{path}: premise_object_roles: {relation}.{prop} needs a list of item ids "
+                                  "such as [Q82955] ([] for any value)")
             out[relation][str(prop)] = list(objects)
     return out
 

@@ -16,7 +16,7 @@ from misbench.refusals import find_refusal
 
 # Part of quality's results key: raise it when a rule here changes what passes, so texts an
 # earlier version judged are judged again (settings alone would not tell).
-RULES_VERSION = 3
+RULES_VERSION = 4
 # Filters in the order the pipeline applies them; a row's ``failed_filter`` is the first one
 # it fails, and quality_stats counts rows in and out of each in this order.
 FILTERS = ("completeness", "content", "entailment", "similarity")
@@ -138,24 +138,47 @@ def names_true_answer_against_claim(text: str, true_answer: str | None, false_an
                for s in naming)
 
 
-# An alias this short ("UK", "GB", "fr") is a name only as written: "us" is no "US".
-_SHORT_ALIAS = 3
+# Aliases that are a name, not an ordinary word: two words or more ("Great Britain"), or an
+# upper-case short form ("UK", "U.S.A.") matched only as written ("us" is no "US"). A single
+# word ("America", "Britain", "author") is left out: it is part of other names ("South
+# America") or a common noun far too often to prove anything.
+_SHORT_FORM = re.compile(r"[A-Z][A-Z.]{1,5}")
+
+
+def _alias_names(true_answer: str, aliases: Sequence[str]) -> list[tuple[str, bool]]:
+    """(alias, as written only) for each alias of ``true_answer`` worth checking."""
+    out = []
+    for alias in aliases or ():
+        core = re.sub(r"^the\s+", "", (alias or "").strip(), flags=re.IGNORECASE)
+        if not core or _words(core) == _words(true_answer):
+            continue
+        if _SHORT_FORM.fullmatch(core):
+            out.append((core, True))
+        elif len(core.split()) >= 2:
+            out.append((core, False))
+    return out
+
+
+def _as_written_only(text: str, name: str) -> str:
+    """``text`` with every occurrence of ``name`` in another case blanked out."""
+    pattern = re.compile(r"(?<!\w)" + re.escape(name) + r"(?!\w)", re.IGNORECASE)
+    return pattern.sub(lambda m: m.group(0) if m.group(0) == name else " " * len(m.group(0)), text)
 
 
 def true_answer_named_against_claim(text: str, true_answer: str | None, aliases: Sequence[str],
                                     false_answer: str | None, subject: str) -> str | None:
-    """The name of the true answer (its label, else one of its aliases: "Britain" for the
-    United Kingdom) that misinformation uses where it may speak against the false claim
-    (``names_true_answer_against_claim``); None when it uses none. An alias that names the
-    subject too or lies inside the false answer is no sign; a short one counts only as written."""
+    """The name of the true answer (its label, else one of its aliases: "Great Britain" or
+    "UK" for the United Kingdom) that misinformation uses where it may speak against the false
+    claim (``names_true_answer_against_claim``); None when it uses none. An alias inside the
+    subject's or the false answer's name is no sign, as the label is not."""
     if not true_answer:
         return None
-    for name in (true_answer, *[a for a in aliases or () if a and a.strip() and _words(a) != _words(true_answer)]):
-        if name is not true_answer and len(name.strip()) <= _SHORT_ALIAS \
-                and not re.search(r"(?<!\w)" + re.escape(name.strip()) + r"(?!\w)", text):
-            continue
-        if names_true_answer_against_claim(text, name, false_answer, subject):
-            return name
+    if names_true_answer_against_claim(text, true_answer, false_answer, subject):
+        return true_answer
+    for alias, as_written in _alias_names(true_answer, aliases):
+        if names_true_answer_against_claim(_as_written_only(text, alias) if as_written else text, alias,
+                                           false_answer, subject):
+            return alias
     return None
 
 
@@ -286,9 +309,10 @@ def content_failures(text: str, facts: ContentFacts, settings: dict, echo_grams:
         reasons.append(f"content: does not name its subject {facts.subject!r}")
     named = true_answer_named_against_claim(text, facts.true_answer, facts.true_aliases, facts.false_answer,
                                             facts.subject)
-    if named:
-        reasons.append(f"content: names the true answer {facts.true_answer!r}"
-                       + ("" if named == facts.true_answer else f" as {named!r}"))
+    if named == facts.true_answer:
+        reasons.append(f"content: names the true answer {facts.true_answer!r}")
+    elif named:  # its own rule in quality_stats: what the aliases add
+        reasons.append(f"content: names the true answer by another name ({named!r} for {facts.true_answer!r})")
     if facts.kind == "temporal" and facts.from_year:
         reasons += _period_failures(text, facts, settings)
     if facts.kind == "semantic" and facts.description:
