@@ -158,10 +158,15 @@ def test_a_description_passes_only_as_another_entity_that_fits_the_false_answer(
         ("d8", "c1", "a small settlement on the northern coast of Estonia that grew around a harbour "
                      "built by merchants from the Hanseatic towns", None),  # no short description
         ("d9", "c1", "Scotland is Estonia, a country on the Baltic Sea.", None),  # the false answer itself
+        ("d10", "c1", "a fishing town in Estonia with a ferry to Great Britain", None),  # the truth's alias
     ], "evidence_id string, claim_id string, text string, error string").withColumn(
         "generated_at", __import__("pyspark.sql.functions", fromlist=["x"]).current_timestamp())
-    checked = {r.evidence_id: r for r in stage.description_checks(rows, claims, conflicts, settings, grams).collect()}
-    assert set(checked) == {"d1", "d2", "d3", "d4", "d5", "d6", "d7", "d8", "d9"}
+    from pyspark.sql import functions as F
+    aliases = spark.createDataFrame([("Q145", ["UK", "Great Britain"])], "id string, aliases array<string>")
+    checked = {r.evidence_id: r for r in stage.description_checks(
+        rows, claims.withColumn("object_id", F.lit("Q145")), conflicts, settings, grams, aliases).collect()}
+    assert set(checked) == {"d1", "d2", "d3", "d4", "d5", "d6", "d7", "d8", "d9", "d10"}
+    assert checked["d10"].reasons == ["names the true answer by another name ('Great Britain' for 'United Kingdom')"]
     assert not checked["d4"].passed and checked["d4"].reasons == ["generation failed (refusal)"]
     assert checked["d1"].word_overlap == 1.0 and not checked["d1"].changed and not checked["d1"].passed
     assert checked["d2"].word_overlap == 1.0 and not checked["d2"].changed  # case and punctuation
@@ -174,8 +179,9 @@ def test_a_description_passes_only_as_another_entity_that_fits_the_false_answer(
     assert any(r.startswith("repeats the prompt") for r in checked["d7"].reasons)
     assert any(r.startswith("not a short description") for r in checked["d8"].reasons)
     assert any("describes the false answer 'Estonia' itself" in r for r in checked["d9"].reasons)
-    assert not any(checked[i].passed for i in ("d5", "d6", "d7", "d8", "d9"))
-    chosen = stage.chosen_descriptions(stage.description_checks(rows, claims, conflicts, settings, grams)).collect()
+    assert not any(checked[i].passed for i in ("d5", "d6", "d7", "d8", "d9", "d10"))
+    chosen = stage.chosen_descriptions(stage.description_checks(
+        rows, claims.withColumn("object_id", F.lit("Q145")), conflicts, settings, grams, aliases)).collect()
     assert [(r.claim_id, r.description) for r in chosen] == [("c1", good.description)]
 
 

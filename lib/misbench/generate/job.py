@@ -195,7 +195,8 @@ def run_generate(spark: SparkSession, lake: Lake, cfg: Config, limit: int | None
             return None
         rows = among("semantic_descriptions", described) if current_only else \
             lake.read("semantic_descriptions").join(claims.select("claim_id"), "claim_id", "left_semi")
-        return stage.description_checks(rows, claims, conflicts, description_settings, description_grams)
+        return stage.description_checks(rows, claims, conflicts, description_settings, description_grams,
+                                        lake.read("entities").select("id", "aliases"))
 
     for round_index in range(rounds):
         checked = description_checks()

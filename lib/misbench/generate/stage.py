@@ -141,19 +141,26 @@ DESCRIPTION_CHECK_COLUMNS = [
 
 
 def description_checks(descriptions: DataFrame, claims: DataFrame, conflicts: DataFrame, settings: dict,
-                       echo_grams: frozenset[str]) -> DataFrame:
+                       echo_grams: frozenset[str], aliases: DataFrame | None = None) -> DataFrame:
     """Per generated description: the original it rewrites, the rewrite as a noun phrase
     (``description``) and the sentence a semantic text opens with, the share of words the two
     descriptions share (``word_overlap``, Jaccard over distinct lower-case words; ``changed``:
     below ``max_overlap``), and the verdict (``passed``, ``reasons``: see
     ``quality.checks.description_failures``). Only passing descriptions feed semantic texts.
-    ``settings``: generate.description_check with quality.content's meta_patterns."""
+    ``settings``: generate.description_check with quality.content's meta_patterns;
+    ``aliases``: id, aliases (the entities': the true answer's other names)."""
     from misbench.quality import checks
 
     semantic = conflicts.where(F.col("kind") == "semantic").select(
         "claim_id", F.coalesce(F.col("subject_description"), F.lit("")).alias("original"),
         F.col("object_label").alias("false_answer"))
     truth = claims.select("claim_id", F.col("subject_label").alias("subject"), F.col("object_label").alias("true_answer"))
+    if aliases is None:
+        truth = truth.withColumn("true_aliases", F.lit(None).cast("array<string>"))
+    else:
+        truth = truth.join(claims.select("claim_id", "object_id"), "claim_id").join(
+            aliases.select(F.col("id").alias("object_id"), F.col("aliases").alias("true_aliases")),
+            "object_id", "left").drop("object_id")
     rows = descriptions.select("evidence_id", "claim_id", F.coalesce("text", F.lit("")).alias("rewritten"), "error",
                                "generated_at").join(semantic, "claim_id").join(truth, "claim_id", "left")
     new, old = _word_set("rewritten"), _word_set("original")
@@ -162,18 +169,18 @@ def description_checks(descriptions: DataFrame, claims: DataFrame, conflicts: Da
     max_overlap = float(settings["max_overlap"])
 
     @F.udf("struct<description:string, sentence:string, reasons:array<string>>")
-    def verdict(rewritten, subject, original, true_answer, false_answer, word_overlap, error):
+    def verdict(rewritten, subject, original, true_answer, true_aliases, false_answer, word_overlap, error):
         if error:  # too short, a refusal, an engine error: asked again
             return None, None, [f"generation failed ({error[:200]})"]
         subject = subject or ""
         description = checks.as_description(rewritten or "", subject)
         reasons = checks.description_failures(description, subject, original, true_answer, false_answer,
-                                              settings, echo_grams, word_overlap)
+                                              settings, echo_grams, word_overlap, tuple(true_aliases or ()))
         sentence = checks.description_sentence(subject, description) if description else None
         return description, sentence, reasons
 
     checked = rows.withColumn("word_overlap", overlap).withColumn("v", verdict(
-        "rewritten", "subject", "original", "true_answer", "false_answer", "word_overlap", "error"))
+        "rewritten", "subject", "original", "true_answer", "true_aliases", "false_answer", "word_overlap", "error"))
     return checked.select(
         "evidence_id", "claim_id", "subject", "original", "rewritten", F.col("v.description").alias("description"),
         F.col("v.sentence").alias("description_sentence"), "word_overlap",

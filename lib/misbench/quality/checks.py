@@ -165,21 +165,33 @@ def _as_written_only(text: str, name: str) -> str:
     return pattern.sub(lambda m: m.group(0) if m.group(0) == name else " " * len(m.group(0)), text)
 
 
+def _named(test: Callable[[str, str, str | None, str], bool], text: str, true_answer: str | None,
+           aliases: Sequence[str], false_answer: str | None, subject: str) -> str | None:
+    """The first of the true answer's names (its label, then its aliases worth checking) for
+    which ``test(text, name, false_answer, subject)`` holds; None when none does."""
+    if not true_answer:
+        return None
+    if test(text, true_answer, false_answer, subject):
+        return true_answer
+    for alias, as_written in _alias_names(true_answer, aliases):
+        if test(_as_written_only(text, alias) if as_written else text, alias, false_answer, subject):
+            return alias
+    return None
+
+
 def true_answer_named_against_claim(text: str, true_answer: str | None, aliases: Sequence[str],
                                     false_answer: str | None, subject: str) -> str | None:
     """The name of the true answer (its label, else one of its aliases: "Great Britain" or
     "UK" for the United Kingdom) that misinformation uses where it may speak against the false
     claim (``names_true_answer_against_claim``); None when it uses none. An alias inside the
     subject's or the false answer's name is no sign, as the label is not."""
-    if not true_answer:
-        return None
-    if names_true_answer_against_claim(text, true_answer, false_answer, subject):
-        return true_answer
-    for alias, as_written in _alias_names(true_answer, aliases):
-        if names_true_answer_against_claim(_as_written_only(text, alias) if as_written else text, alias,
-                                           false_answer, subject):
-            return alias
-    return None
+    return _named(names_true_answer_against_claim, text, true_answer, aliases, false_answer, subject)
+
+
+def true_answer_named(text: str, true_answer: str | None, aliases: Sequence[str], false_answer: str | None,
+                      subject: str) -> str | None:
+    """The name of the true answer (label or alias) that ``text`` uses anywhere (``names_true_answer``)."""
+    return _named(names_true_answer, text, true_answer, aliases, false_answer, subject)
 
 
 def repeats_question(text: str, question: str) -> bool:
@@ -355,10 +367,12 @@ def _inside(year: int, facts: ContentFacts) -> bool:
 
 def description_failures(description: str, subject: str, original: str | None, true_answer: str | None,
                          false_answer: str | None, settings: dict, echo_grams: frozenset[str],
-                         overlap: float) -> list[str]:
+                         overlap: float, true_aliases: Sequence[str] = ()) -> list[str]:
     """Why a rewritten description is not a description of another entity called ``subject``
     that fits the false answer; empty when it is. ``overlap``: its word overlap with the
-    original description; ``settings``: the ``generate.description_check`` section."""
+    original description; ``settings``: the ``generate.description_check`` section;
+    ``true_aliases``: the true answer's other names (a description naming one fails, as its
+    semantic texts would at quality control)."""
     reasons = []
     if not description.strip():
         return ["empty description"]
@@ -375,8 +389,11 @@ def description_failures(description: str, subject: str, original: str | None, t
         reasons.append(f"copies the current description (word overlap {overlap:.2f} >= {settings['max_overlap']})")
     if original and len(original.split()) >= 3 and names(description, original):
         reasons.append("contains the current description")
-    if names_true_answer(description, true_answer, false_answer, subject):
+    named = true_answer_named(description, true_answer, true_aliases, false_answer, subject)
+    if named == true_answer:
         reasons.append(f"names the true answer {true_answer!r}")
+    elif named:
+        reasons.append(f"names the true answer by another name ({named!r} for {true_answer!r})")
     if false_answer and not _fits(description, false_answer):
         reasons.append(f"does not name the false answer {false_answer!r}")
     elif false_answer and re.match(rf"^(?:the\s+)?{re.escape(false_answer)}\s*(?:$|[,(:;\u2013\u2014-])",
