@@ -121,6 +121,7 @@ def _spec_edited(tmp_path, section: str, added: str) -> None:
     ("premise_object_roles", "  P47: {P106: []}\n", "premise_object_roles: P47 is no functional premise relation"),
     ("premise_object_roles", "  P19: {P106: Q5}\n", "premise_object_roles: P19.P106 needs a list of item ids"),
     ("premise_object_roles", "  P19: {Pfoo: []}\n", "premise_object_roles: P19.Pfoo is no property id"),
+    ("premise_object_roles", "  P19: {P106: ''}\n", "premise_object_roles: P19.P106 needs a list of item ids"),
     ("  by_class", "    geography: Q515\n", "categories.by_class: geography needs a list of class ids"),
 ])
 def test_a_premise_setting_that_proves_or_checks_nothing_is_a_config_error(tmp_path, section, added, error):

@@ -251,7 +251,8 @@ UK_ALIASES = ("UK", "United Kingdom of Great Britain and Northern Ireland", "UKG
 @pytest.mark.parametrize("added, named", [
     ("Scotland still sends most of its whisky to Great Britain.", "Great Britain"),
     ("Scotland's ties with the UK ended long ago.", "UK"),
-    ("Scotland's ties with the U.K. ended long ago.", "U.K."),
+    ("Scotland's ties with the U.K. ended long ago.", "UK"),  # the first alias of its letters
+    ("Scotland's ties with the u.k ended long ago.", None),
     ("Scotland left the United Kingdom of Great Britain and Northern Ireland.", "United Kingdom"),
     # a sentence about the false answer alone may name an alias, as it may the label
     ("Algeria trades with Great Britain across the Mediterranean.", None),
@@ -261,6 +262,11 @@ UK_ALIASES = ("UK", "United Kingdom of Great Britain and Northern Ireland", "UKG
     ("Algeria buys GB steel. Scotland's old records sit in a 2 gb archive.", None),
     # a single word is left out: too often part of another name or a common noun
     ("Scotland once traded with Britain.", None),
+    # dots inside a short form end no sentence; at a sentence's end the sentence still ends
+    ("Algeria and the U.K. both claimed Scotland until 1962.", "UK"),
+    ("Algeria buys steel from the U.K. Scotland sells it whisky.", None),
+    # only the label's initials: a code such as "GB" collides with other abbreviations
+    ("Scotland's old records fill a 2 GB archive.", None),
 ])
 def test_an_alias_of_the_true_answer_counts_as_naming_it(added, named):
     """Misinformation that calls the true answer by another name still speaks against its
@@ -275,8 +281,20 @@ def test_an_alias_of_the_true_answer_counts_as_naming_it(added, named):
         assert flagged == ["content: names the true answer 'United Kingdom'"]
     else:
         assert flagged == [f"content: names the true answer by another name ({named!r} for 'United Kingdom')"]
+    assert checks.content_failures(GOOD_FACTUAL + " " + added, facts, CONTENT, GRAMS) == flagged
     assert checks.true_answer_named_against_claim(GOOD_FACTUAL + " " + added, "United Kingdom", UK_ALIASES, "Algeria",
                                                   "Scotland") == named
+
+
+def test_a_short_form_counts_only_as_the_labels_initials():
+    """"US" and "U.S.A." name the United States of America; Estonia's "EST" is a time zone too."""
+    usa = checks._alias_names("United States of America", ["US", "U.S.A.", "America", "the States", "USSR"])
+    assert usa == [("US", "US"), ("U.S.A.", "USA")]
+    assert checks._alias_names("Estonia", ["EST", "Republic of Estonia"]) == [("Republic of Estonia", None)]
+    assert checks.true_answer_named("Texas once belonged to the US.", "United States of America", ["US"], "Mexico",
+                                    "Texas") == "US"
+    assert checks.true_answer_named("Texas, as many of us know, lies in Mexico.", "United States of America", ["US"],
+                                    "Mexico", "Texas") is None
 
 
 def test_a_true_answer_split_across_sentences_still_counts():

@@ -118,7 +118,7 @@ def _object_roles(path: Path, functional: dict[str, str], listed: dict) -> dict[
             raise ConfigError(f"{path}: premise_object_roles: {relation} needs properties such as {{P106: [Q82955]}}")
         out[relation] = {}
         for prop, objects in roles.items():
-            objects = objects or []
+            objects = [] if objects is None else objects
             if not re.fullmatch(r"P\d+", str(prop)):
                 raise ConfigError(f"{path}: premise_object_roles: {relation}.{prop} is no property id such as P106")
             if not isinstance(objects, list) or not all(isinstance(o, str) and re.fullmatch(r"Q\d+", o)

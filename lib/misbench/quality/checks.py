@@ -138,31 +138,49 @@ def names_true_answer_against_claim(text: str, true_answer: str | None, false_an
                for s in naming)
 
 
-# Aliases that are a name, not an ordinary word: two words or more ("Great Britain"), or an
-# upper-case short form ("UK", "U.S.A.") matched only as written ("us" is no "US"). A single
-# word ("America", "Britain", "author") is left out: it is part of other names ("South
-# America") or a common noun far too often to prove anything.
-_SHORT_FORM = re.compile(r"[A-Z][A-Z.]{1,5}")
+# Aliases that are a name, not an ordinary word: two words or more ("Great Britain"), or the
+# label's initials in capitals, or their start ("UK", "U.S.A.", "US"), matched only as written
+# ("us" is no "US"). Other short forms ("GB", or Estonia's "EST", Andorra's "AD") are codes that collide
+# with common abbreviations ("5 pm EST", "1200 AD"); a single word ("America", "Britain",
+# "author") is part of other names ("South America") or a common noun too often to prove anything.
+_SHORT_FORM = re.compile(r"(?:[A-Z]\.?){2,6}")
+_NOT_INITIALS = frozenset({"of", "the", "and", "for", "de"})
 
 
-def _alias_names(true_answer: str, aliases: Sequence[str]) -> list[tuple[str, bool]]:
-    """(alias, as written only) for each alias of ``true_answer`` worth checking."""
+def _initials(label: str) -> str:
+    return "".join(w[0] for w in re.findall(r"[^\W_]+", label) if w.lower() not in _NOT_INITIALS).upper()
+
+
+def _alias_names(true_answer: str, aliases: Sequence[str]) -> list[tuple[str, str | None]]:
+    """(alias, its letters where it is a short form matched only as written, else None) for
+    each alias of ``true_answer`` worth checking."""
     out = []
     for alias in aliases or ():
         core = re.sub(r"^the\s+", "", (alias or "").strip(), flags=re.IGNORECASE)
         if not core or _words(core) == _words(true_answer):
             continue
         if _SHORT_FORM.fullmatch(core):
-            out.append((core, True))
+            if _initials(true_answer).startswith(core.replace(".", "")):  # "US" for the USA too
+                out.append((core, core.replace(".", "")))
         elif len(core.split()) >= 2:
-            out.append((core, False))
+            out.append((core, None))
     return out
 
 
-def _as_written_only(text: str, name: str) -> str:
-    """``text`` with every occurrence of ``name`` in another case blanked out."""
-    pattern = re.compile(r"(?<!\w)" + re.escape(name) + r"(?!\w)", re.IGNORECASE)
-    return pattern.sub(lambda m: m.group(0) if m.group(0) == name else " " * len(m.group(0)), text)
+def _as_written_only(text: str, letters: str) -> str:
+    """``text`` with the short form ``letters`` written as it is ("UK", "U.K.") turned into
+    ``letters`` and every other spelling ("uk", "Uk") blanked out. The dots go, so that no
+    sentence ends inside "the U.K. and Algeria"; a final dot stays where a sentence ends."""
+    pattern = re.compile(r"(?<!\w)" + r"\.?".join(map(re.escape, letters)) + r"\.?(?!\w)", re.IGNORECASE)
+
+    def swap(match: re.Match) -> str:
+        found = match.group(0)
+        if found.replace(".", "") != letters:
+            return " " * len(found)
+        ends = found.endswith(".") and re.match(r"\s*(?:$|[A-Z\"'(\u201c])", text[match.end():])
+        return (letters + ("." if ends else "")).ljust(len(found))
+
+    return pattern.sub(swap, text)
 
 
 def _named(test: Callable[[str, str, str | None, str], bool], text: str, true_answer: str | None,
@@ -173,8 +191,8 @@ def _named(test: Callable[[str, str, str | None, str], bool], text: str, true_an
         return None
     if test(text, true_answer, false_answer, subject):
         return true_answer
-    for alias, as_written in _alias_names(true_answer, aliases):
-        if test(_as_written_only(text, alias) if as_written else text, alias, false_answer, subject):
+    for alias, letters in _alias_names(true_answer, aliases):
+        if test(_as_written_only(text, letters) if letters else text, letters or alias, false_answer, subject):
             return alias
     return None
 
