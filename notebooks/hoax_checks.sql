@@ -1,6 +1,9 @@
 -- Validity checks over hoax_questions built from the graph: each query counts violations and
 -- must give 0. Run one with `misbench sql "<query>"`; tests/hoax/test_hoax.py runs them all on
--- the real slice and on a replicated dump. '2026-01-01' is claims.reference_date (change both).
+-- the real slice and on a replicated dump. Two parameters come from the configuration, filled
+-- in by `misbench sql` (on Databricks, enter them where the editor asks): :reference_date is
+-- claims.reference_date, :functional_premises the relations of conf/hoax.yaml's
+-- functional_premises (an array).
 
 -- A false premise that the graph states (any rank, any time): it would not be false.
 SELECT count(*) AS premise_stated FROM hoax_questions q WHERE q.source = 'wikidata' AND EXISTS (
@@ -29,8 +32,8 @@ WHERE NOT EXISTS (
   SELECT 1 FROM triples t WHERE t.statement_id = h.statement_id AND t.subject_id = h.subject_id
     AND t.property = h.property AND (t.object_id = h.object_id OR t.value = h.value)
     AND t.rank != 'deprecated'
-    AND (t.end_time IS NULL OR (t.end_time != 'somevalue' AND t.end_time > '2026-01-01'))
-    AND (t.start_time IS NULL OR t.start_time = 'somevalue' OR t.start_time <= '2026-01-01'));
+    AND (t.end_time IS NULL OR (t.end_time != 'somevalue' AND t.end_time > :reference_date))
+    AND (t.start_time IS NULL OR t.start_time = 'somevalue' OR t.start_time <= :reference_date));
 
 -- A hop whose subject has another current value of that property (or an unknown one): the
 -- chain would not single out one entity.
@@ -40,8 +43,8 @@ WHERE (
   SELECT count(DISTINCT CASE WHEN t.value_type IN ('somevalue', 'novalue') THEN t.value_type
                         ELSE coalesce(t.object_id, t.value) END) FROM triples t
   WHERE t.subject_id = h.subject_id AND t.property = h.property AND t.rank != 'deprecated'
-    AND (t.end_time IS NULL OR (t.end_time != 'somevalue' AND t.end_time > '2026-01-01'))
-    AND (t.start_time IS NULL OR t.start_time = 'somevalue' OR t.start_time <= '2026-01-01')) != 1;
+    AND (t.end_time IS NULL OR (t.end_time != 'somevalue' AND t.end_time > :reference_date))
+    AND (t.start_time IS NULL OR t.start_time = 'somevalue' OR t.start_time <= :reference_date)) != 1;
 
 -- Options that repeat (ignoring case and spaces), or "I do not know" not where idk_index says.
 SELECT count(*) AS bad_options FROM hoax_questions
@@ -70,7 +73,7 @@ SELECT count(*) AS idk_unbalanced FROM (
   GROUP BY reasoning_type, asked_property) WHERE spread > 1;
 
 -- A question without a proof that its premise is false: the proof must be of the functional
--- kind, on a relation of conf/hoax.yaml's functional_premises (change both), and rest on
+-- kind, on a relation of conf/hoax.yaml's functional_premises, and rest on
 -- the one current value (not deprecated, not ended, started; no other current value, no
 -- unknown one) of the premise subject's premise property, other than the premise's object.
 -- A missing statement alone proves nothing.
@@ -78,15 +81,15 @@ SELECT count(DISTINCT question_id) AS premise_unproven FROM (
   SELECT question_id, premise_subject, premise_property, premise_object, premise_proof.kind AS kind, sid
   FROM hoax_questions LATERAL VIEW OUTER explode(premise_proof.statement_ids) AS sid WHERE source = 'wikidata') x
 WHERE x.kind IS NULL OR x.kind != 'functional: the graph records another value' OR x.sid IS NULL
-  OR x.premise_property NOT IN ('P19', 'P20', 'P22', 'P25', 'P35', 'P6', 'P36', 'P38')
+  OR NOT array_contains(:functional_premises, x.premise_property)
   OR NOT EXISTS (
     SELECT 1 FROM triples t WHERE t.statement_id = x.sid AND t.subject_id = x.premise_subject
       AND t.property = x.premise_property AND t.object_id != x.premise_object AND t.rank != 'deprecated'
-      AND (t.end_time IS NULL OR (t.end_time != 'somevalue' AND t.end_time > '2026-01-01'))
-      AND (t.start_time IS NULL OR t.start_time = 'somevalue' OR t.start_time <= '2026-01-01'))
+      AND (t.end_time IS NULL OR (t.end_time != 'somevalue' AND t.end_time > :reference_date))
+      AND (t.start_time IS NULL OR t.start_time = 'somevalue' OR t.start_time <= :reference_date))
   OR (
     SELECT count(DISTINCT CASE WHEN t.value_type IN ('somevalue', 'novalue') THEN t.value_type
                           ELSE t.object_id END) FROM triples t
     WHERE t.subject_id = x.premise_subject AND t.property = x.premise_property AND t.rank != 'deprecated'
-      AND (t.end_time IS NULL OR (t.end_time != 'somevalue' AND t.end_time > '2026-01-01'))
-      AND (t.start_time IS NULL OR t.start_time = 'somevalue' OR t.start_time <= '2026-01-01')) != 1;
+      AND (t.end_time IS NULL OR (t.end_time != 'somevalue' AND t.end_time > :reference_date))
+      AND (t.start_time IS NULL OR t.start_time = 'somevalue' OR t.start_time <= :reference_date)) != 1;

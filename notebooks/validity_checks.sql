@@ -1,6 +1,7 @@
 -- Validity checks over the claims tables: each query counts violations and must give 0.
 -- Run one with `misbench sql "<query>"`; tests/claims/test_validity_sql.py runs them all on
--- the real slice and on a replicated dump.
+-- the real slice and on a replicated dump. :reference_date is claims.reference_date, filled in
+-- by `misbench sql` (on Databricks, enter it where the editor asks).
 
 -- An option sharing a name with the true answer (label or alias) or with the other option.
 SELECT count(*) AS clashes FROM conflicts k JOIN claims c USING (claim_id)
@@ -17,8 +18,8 @@ WHERE c.subject_id IN (k.object_id, k.irrelevant_id);
 SELECT count(*) AS ended_facts FROM claims c WHERE c.hop = 1 AND NOT EXISTS (
   SELECT 1 FROM triples t WHERE t.subject_id = c.subject_id AND t.property = c.relation
     AND t.object_id = c.object_id AND t.rank != 'deprecated'
-    AND (t.end_time IS NULL OR (t.end_time != 'somevalue' AND t.end_time > '2026-01-01'))
-    AND (t.start_time IS NULL OR t.start_time = 'somevalue' OR t.start_time <= '2026-01-01'));
+    AND (t.end_time IS NULL OR (t.end_time != 'somevalue' AND t.end_time > :reference_date))
+    AND (t.start_time IS NULL OR t.start_time = 'somevalue' OR t.start_time <= :reference_date));
 
 -- A one-hop claim whose subject and relation also have an "unknown value" / "no value" statement.
 SELECT count(*) AS unknown_beside FROM claims c WHERE c.hop = 1 AND EXISTS (

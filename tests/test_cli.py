@@ -42,6 +42,24 @@ def test_sql_formats(demo_lake, capsys):
     assert table[-1] == "(1 row)"
 
 
+def test_sql_fills_the_checks_parameters_from_the_configuration(demo_lake, capsys):
+    """The checks in notebooks/*.sql name :reference_date and :functional_premises instead of
+    repeating the settings: `misbench sql` fills them in from the configuration it runs with."""
+    from misbench.hoax.spec import load_spec
+
+    started = ("SELECT count(*) AS n, size(:functional_premises) AS functional, "
+               "array_contains(:functional_premises, 'P36') AS capital FROM triples "
+               "WHERE start_time IS NOT NULL AND start_time != 'somevalue' AND start_time <= :reference_date")
+    counts = {}
+    for day in ("2026-01-01", "1000-01-01"):
+        assert main(["sql", "--lake", demo_lake, "--format", "json", "--set", f"claims.reference_date={day}",
+                     started]) == 0
+        [row] = json.loads(capsys.readouterr().out)
+        assert (row["functional"], row["capital"]) == (len(load_spec().functional_premises), True)
+        counts[day] = row["n"]
+    assert counts["2026-01-01"] > counts["1000-01-01"] > 0  # the date reached the query
+
+
 def test_sql_errors_are_reported_not_crashes(demo_lake, capsys):
     assert main(["sql", "--lake", demo_lake, "SELECT * FROM no_such_table"]) == 2
     assert "TABLE_OR_VIEW_NOT_FOUND" in capsys.readouterr().err

@@ -136,7 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="also the internal tables (staging, queues, chunks)")
 
     sql = commands.add_parser("sql", parents=[common], help="run Spark SQL over the lake's tables")
-    sql.add_argument("query", help="SQL; tables are referred to by name, e.g. entities")
+    sql.add_argument("query", help="SQL; tables are referred to by name, e.g. entities; the parameters "
+                     ":reference_date and :functional_premises are filled in from the configuration")
     sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
     return parser
 
@@ -481,9 +482,11 @@ def _cmd_tables(args) -> int:
 
 
 def _cmd_sql(args) -> int:
-    _, spark, lake = _open(args)
+    from misbench.views import query_parameters
+
+    cfg, spark, lake = _open(args)
     lake.register_views(for_query=args.query)
-    result = spark.sql(args.query)
+    result = spark.sql(args.query, args=query_parameters(cfg, args.query) or None)
     columns = result.columns
     rows = [row.asDict(recursive=True) for row in result.collect()]
     _print_rows(rows, columns, args.format)

@@ -8,6 +8,7 @@ import pytest
 from misbench.claims.job import run_claims
 from misbench.ingest.job import run_ingest
 from misbench.lake import DeltaRsLake
+from misbench.views import query_parameters
 from tests.conftest import PROJECT, SLICE_JSON, copy_lake, require_slice
 
 pytestmark = pytest.mark.slow  # claims of the real slice and of a replicated dump
@@ -46,5 +47,6 @@ def test_validity_queries_find_nothing(spark, cfg, slice_claims_root, tmp_path, 
         run_claims(spark, lake, run_cfg)
     assert lake.row_count("claims") >= 5 * copies  # the checks look at real claims
     lake.register_views()
-    found = {q.split(" AS ")[1].split()[0]: spark.sql(q).first()[0] for q in queries()}
+    found = {q.split(" AS ")[1].split()[0]: spark.sql(q, args=query_parameters(cfg, q) or None).first()[0]
+             for q in queries()}
     assert len(found) == 7 and all(v == 0 for v in found.values()), found

@@ -18,6 +18,7 @@ from misbench.hoax.job import run_hoax, run_hoax_import
 from misbench.hoax.stage import IDK, LETTERS, PROOF_FUNCTIONAL, hoax_questions, options_problems
 from misbench.ingest.job import run_ingest
 from misbench.lake import DeltaRsLake
+from misbench.views import query_parameters
 from tests.conftest import PROJECT, SLICE_JSON, copy_lake, require_slice
 
 pytestmark = pytest.mark.slow  # hoax jobs over lakes built from the real slice
@@ -33,9 +34,13 @@ def check_queries():
     return [q.strip() for q in text.split(";") if q.strip()]
 
 
-def violations(spark, lake):
+def violations(spark, lake, cfg, **parameters):
+    """Each check's count, its parameters filled in from ``cfg`` as `misbench sql` does (or
+    as given)."""
     lake.register_views()
-    return {q.split(" AS ")[1].split()[0]: spark.sql(q).first()[0] for q in check_queries()}
+    return {q.split(" AS ")[1].split()[0]:
+            spark.sql(q, args={**query_parameters(cfg, q), **parameters} or None).first()[0]
+            for q in check_queries()}
 
 
 def replicated_dump(path, copies):
@@ -66,10 +71,10 @@ def hoax_lake(spark, cfg, bench_root, tmp_path_factory):
 
 
 def test_questions_from_the_real_slice_pass_every_check(spark, hoax_lake):
-    lake, _, report = hoax_lake
+    lake, run_cfg, report = hoax_lake
     questions = lake.read("hoax_questions").where("source = 'wikidata'").collect()
     assert report.questions == len(questions) >= 3
-    assert violations(spark, lake) == dict.fromkeys(
+    assert violations(spark, lake, run_cfg) == dict.fromkeys(
         ["premise_stated", "premise_not_real", "contradicts_nothing", "hop_not_stated", "hop_not_unique",
          "bad_options", "option_names_subject", "idk_unbalanced", "premise_unproven"], 0)
     functional = hoax_spec.load_spec().functional_premises
@@ -166,9 +171,12 @@ def test_a_planted_true_premise_a_repeated_option_and_giveaways_are_found(spark,
     planted = planted.withColumn("premise_proof", F.when(F.col("question_id") == second.question_id, F.lit(None))
                                  .otherwise(F.col("premise_proof")))
     lake.write(planted.localCheckpoint(), "hoax_questions", partition_by=["source"])
-    found = violations(spark, lake)
+    found = violations(spark, lake, hoax_lake[1])
     assert found["premise_stated"] == 1 and found["bad_options"] == 1 and found["option_names_subject"] == 2
     assert found["premise_unproven"] == 2
+    # the proofs rest on the configured functional relations: with none of theirs, none holds
+    no_functional = violations(spark, lake, hoax_lake[1], functional_premises=F.array(F.lit("P0")))
+    assert no_functional["premise_unproven"] == questions.count()
 
 
 def test_a_rewording_that_drops_the_premise_relation_is_refused(spark, hoax_lake, tmp_path):
@@ -242,7 +250,7 @@ def test_replicated_dump_scales_the_questions_and_keeps_them_valid(spark, cfg, t
     run_ingest(spark, lake, run_cfg, [str(replicated_dump(tmp_path / "replicated.json.bz2", 3))])
     report = run_hoax(spark, lake, run_cfg)
     assert report.questions >= 9  # the slice's 3 chains, once per copy of their subjects
-    assert all(v == 0 for v in violations(spark, lake).values())
+    assert all(v == 0 for v in violations(spark, lake, run_cfg).values())
     assert max(report.idk_positions.values()) - min(report.idk_positions.values()) <= 1
 
 
