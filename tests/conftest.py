@@ -54,10 +54,15 @@ def test_config_overrides(tmp_path_factory):
         "spark.master=local[2]",
         f"lake.root={tmp_path_factory.mktemp('lake-default')}",
         "llm.engine_server.idle_seconds=300",
-        # more settings for one run, to try one (key=value;key=value); the backend stays as
-        # each test sets it (a `model` test must run its real model)
-        *[s for s in os.environ.get("MISBENCH_TEST_SET", "").split(";") if s and not s.startswith("llm.backend")],
+        *settings_to_try(),
     ]
+
+
+def settings_to_try() -> list[str]:
+    """More settings for one test run, to try one (MISBENCH_TEST_SET="key=value;key=value"):
+    in every test's configuration and in run-all's. The backend stays as each test sets it (a
+    `model` test must run its real model)."""
+    return [s for s in os.environ.get("MISBENCH_TEST_SET", "").split(";") if s and not s.startswith("llm.backend")]
 
 
 @pytest.fixture(scope="session")
@@ -265,7 +270,7 @@ def run_all(root, *extra) -> tuple[int, str]:
 
     from misbench.cli import main
 
-    settings = [part for setting in RUN_ALL_SMALL for part in ("--set", setting)]
+    settings = [part for setting in [*RUN_ALL_SMALL, *settings_to_try()] for part in ("--set", setting)]
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         code = main(["--lake", str(root), *settings, "run-all", "--dump", str(SLICE_BZ2), "--limit", "1", *extra])
