@@ -3,7 +3,8 @@
 -- the real slice and on a replicated dump. Two parameters come from the configuration, filled
 -- in by `misbench sql` (on Databricks, enter them where the editor asks): :reference_date is
 -- claims.reference_date, :functional_premises the relations of conf/hoax.yaml's
--- functional_premises (an array).
+-- functional_premises, comma-separated (P19,P20,...). Run the checks with the profile and
+-- --set options the stages ran with: the lake does not record them.
 
 -- A false premise that the graph states (any rank, any time): it would not be false.
 SELECT count(*) AS premise_stated FROM hoax_questions q WHERE q.source = 'wikidata' AND EXISTS (
@@ -81,7 +82,7 @@ SELECT count(DISTINCT question_id) AS premise_unproven FROM (
   SELECT question_id, premise_subject, premise_property, premise_object, premise_proof.kind AS kind, sid
   FROM hoax_questions LATERAL VIEW OUTER explode(premise_proof.statement_ids) AS sid WHERE source = 'wikidata') x
 WHERE x.kind IS NULL OR x.kind != 'functional: the graph records another value' OR x.sid IS NULL
-  OR NOT array_contains(:functional_premises, x.premise_property)
+  OR NOT array_contains(split(:functional_premises, ','), x.premise_property)
   OR NOT EXISTS (
     SELECT 1 FROM triples t WHERE t.statement_id = x.sid AND t.subject_id = x.premise_subject
       AND t.property = x.premise_property AND t.object_id != x.premise_object AND t.rank != 'deprecated'

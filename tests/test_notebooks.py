@@ -14,7 +14,7 @@ import re
 import pytest
 
 from misbench.cli import main
-from tests.conftest import PROJECT, RUN_ALL_SMALL, copy_lake
+from tests.conftest import PROJECT, RUN_ALL_SMALL, copy_lake, settings_to_try
 
 NOTEBOOKS = sorted((PROJECT / "notebooks").glob("*.py"))
 # the run-all lake, and MiniLM in hoax-evaluate
@@ -55,7 +55,8 @@ def evaluated_lake(spark, bench_root, run_all_lake, tmp_path_factory):
     for table in FROM_THE_RUN_ALL_LAKE:
         if not (root / table).exists():
             shutil.copytree(generated / table, root / table)
-    settings = [part for setting in [*RUN_ALL_SMALL, "llm.backend=fake"] for part in ("--set", setting)]
+    settings = [part for setting in [*RUN_ALL_SMALL, *settings_to_try(), "llm.backend=fake"]
+                for part in ("--set", setting)]
     for command in ("evaluate", "hoax-evaluate", "views"):  # run-all --from evaluate, less the hoax run
         out = io.StringIO()
         with contextlib.redirect_stdout(out):

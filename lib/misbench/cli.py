@@ -482,7 +482,7 @@ def _cmd_tables(args) -> int:
 
 
 def _cmd_sql(args) -> int:
-    from misbench.views import query_parameters
+    from misbench.sql_parameters import query_parameters
 
     cfg, spark, lake = _open(args)
     lake.register_views(for_query=args.query)

@@ -4,14 +4,11 @@ lake their definitions, in an internal table, registered wherever ``misbench sql
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass, field
 
-from pyspark.sql import Column, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import SparkSession
 
 from misbench.config import Config, ConfigError, conf_dir
-from misbench.hoax.spec import load_spec
 from misbench.lake import Lake
 
 log = logging.getLogger(__name__)
@@ -21,25 +18,6 @@ log = logging.getLogger(__name__)
 class ViewsReport:
     stored: list[str] = field(default_factory=list)
     waiting: dict[str, str] = field(default_factory=dict)  # view -> why not yet (a table missing)
-
-
-_PARAMETER = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
-
-
-def query_parameters(cfg: Config, sql: str) -> dict[str, str | Column]:
-    """The settings ``sql`` names as parameter markers, for ``spark.sql(sql, args=...)``:
-    ``:reference_date`` (claims.reference_date, the day a fact must hold) and
-    ``:functional_premises`` (the relations of conf/hoax.yaml that hold one value at a time).
-    The checks in ``notebooks/*.sql`` name them instead of repeating the settings, so they test
-    a lake by the settings its stages ran with. Markers ``sql`` does not name are left out:
-    statements without markers (SHOW TABLES) then run as they always did."""
-    named = set(_PARAMETER.findall(sql))
-    parameters: dict[str, str | Column] = {}
-    if "reference_date" in named:
-        parameters["reference_date"] = str(cfg.get("claims.reference_date"))
-    if "functional_premises" in named:
-        parameters["functional_premises"] = F.array(*[F.lit(p) for p in sorted(load_spec().functional_premises)])
-    return parameters
 
 
 def view_definitions() -> dict[str, str]:

@@ -8,7 +8,7 @@ import pytest
 from misbench.claims.job import run_claims
 from misbench.ingest.job import run_ingest
 from misbench.lake import DeltaRsLake
-from misbench.views import query_parameters
+from misbench.sql_parameters import query_parameters
 from tests.conftest import PROJECT, SLICE_JSON, copy_lake, require_slice
 
 pytestmark = pytest.mark.slow  # claims of the real slice and of a replicated dump
