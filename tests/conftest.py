@@ -65,6 +65,18 @@ def settings_to_try() -> list[str]:
     return [s for s in os.environ.get("MISBENCH_TEST_SET", "").split(";") if s and not s.startswith("llm.backend")]
 
 
+
+def check_counts(spark, lake, cfg, checks_file, **parameters) -> dict[str, int]:
+    """Each query of a checks file (notebooks/*.sql: one count per query, named by its alias)
+    run over ``lake``, its parameters filled in from ``cfg`` as `misbench sql` does (or as
+    given)."""
+    from misbench.sql_parameters import run_sql
+
+    text = "\n".join(line for line in checks_file.read_text().splitlines() if not line.startswith("--"))
+    lake.register_views()
+    return {query.split(" AS ")[1].split()[0]: run_sql(spark, cfg, query, **parameters).first()[0]
+            for query in (q.strip() for q in text.split(";")) if query}
+
 @pytest.fixture(scope="session")
 def cfg(test_config_overrides):
     from misbench.config import load_config

@@ -482,11 +482,11 @@ def _cmd_tables(args) -> int:
 
 
 def _cmd_sql(args) -> int:
-    from misbench.sql_parameters import query_parameters
+    from misbench.sql_parameters import run_sql
 
     cfg, spark, lake = _open(args)
     lake.register_views(for_query=args.query)
-    result = spark.sql(args.query, args=query_parameters(cfg, args.query) or None)
+    result = run_sql(spark, cfg, args.query)
     columns = result.columns
     rows = [row.asDict(recursive=True) for row in result.collect()]
     _print_rows(rows, columns, args.format)

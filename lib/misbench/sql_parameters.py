@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from pyspark.sql import DataFrame, SparkSession
+
 from misbench.config import Config
 from misbench.hoax.spec import load_spec
 
@@ -30,3 +32,8 @@ def query_parameters(cfg: Config, sql: str) -> dict[str, str]:
     if "functional_premises" in named:
         parameters["functional_premises"] = ",".join(sorted(load_spec().functional_premises))
     return parameters
+
+
+def run_sql(spark: SparkSession, cfg: Config, sql: str, **parameters: str) -> DataFrame:
+    """``sql`` with the markers it names filled in from ``cfg`` (``parameters`` override them)."""
+    return spark.sql(sql, args={**query_parameters(cfg, sql), **parameters} or None)

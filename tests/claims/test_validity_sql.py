@@ -8,18 +8,12 @@ import pytest
 from misbench.claims.job import run_claims
 from misbench.ingest.job import run_ingest
 from misbench.lake import DeltaRsLake
-from misbench.sql_parameters import query_parameters
-from tests.conftest import PROJECT, SLICE_JSON, copy_lake, require_slice
+from tests.conftest import PROJECT, SLICE_JSON, check_counts, copy_lake, require_slice
 
 pytestmark = pytest.mark.slow  # claims of the real slice and of a replicated dump
 
 CHECKS = PROJECT / "notebooks" / "validity_checks.sql"
 _ID = re.compile(r'^\{"type":"item","id":"Q(\d+)"')
-
-
-def queries():
-    text = "\n".join(line for line in CHECKS.read_text().splitlines() if not line.startswith("--"))
-    return [q.strip() for q in text.split(";") if q.strip()]
 
 
 def replicated_dump(path, copies):
@@ -46,7 +40,5 @@ def test_validity_queries_find_nothing(spark, cfg, slice_claims_root, tmp_path, 
         run_ingest(spark, lake, run_cfg, [str(replicated_dump(tmp_path / "replicated.json.bz2", copies))])
         run_claims(spark, lake, run_cfg)
     assert lake.row_count("claims") >= 5 * copies  # the checks look at real claims
-    lake.register_views()
-    found = {q.split(" AS ")[1].split()[0]: spark.sql(q, args=query_parameters(cfg, q) or None).first()[0]
-             for q in queries()}
+    found = check_counts(spark, lake, cfg, CHECKS)
     assert len(found) == 7 and all(v == 0 for v in found.values()), found

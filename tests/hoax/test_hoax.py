@@ -18,8 +18,7 @@ from misbench.hoax.job import run_hoax, run_hoax_import
 from misbench.hoax.stage import IDK, LETTERS, PROOF_FUNCTIONAL, hoax_questions, options_problems
 from misbench.ingest.job import run_ingest
 from misbench.lake import DeltaRsLake
-from misbench.sql_parameters import query_parameters
-from tests.conftest import PROJECT, SLICE_JSON, copy_lake, require_slice
+from tests.conftest import PROJECT, SLICE_JSON, check_counts, copy_lake, require_slice
 
 pytestmark = pytest.mark.slow  # hoax jobs over lakes built from the real slice
 
@@ -29,18 +28,8 @@ _ID = re.compile(r'^\{"type":"item","id":"Q(\d+)"')
 ROMAN = ["", " II", " III", " IV", " V"]
 
 
-def check_queries():
-    text = "\n".join(line for line in CHECKS.read_text().splitlines() if not line.startswith("--"))
-    return [q.strip() for q in text.split(";") if q.strip()]
-
-
 def violations(spark, lake, cfg, **parameters):
-    """Each check's count, its parameters filled in from ``cfg`` as `misbench sql` does (or
-    as given)."""
-    lake.register_views()
-    return {q.split(" AS ")[1].split()[0]:
-            spark.sql(q, args={**query_parameters(cfg, q), **parameters} or None).first()[0]
-            for q in check_queries()}
+    return check_counts(spark, lake, cfg, CHECKS, **parameters)
 
 
 def replicated_dump(path, copies):
