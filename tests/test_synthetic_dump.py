@@ -6,6 +6,7 @@ the history the real dump has, MultiHoax questions). Same seed, same bytes."""
 import bz2
 import gzip
 import hashlib
+import re
 import importlib.util
 
 import pytest
@@ -17,7 +18,7 @@ from misbench.hoax.spec import load_spec
 from misbench.hoax.stage import NOT_TRIED, options_problems
 from misbench.ingest.job import run_ingest
 from misbench.lake import DeltaRsLake
-from tests.conftest import PROJECT, copy_lake
+from tests.conftest import PROJECT, check_counts, copy_lake
 
 ENTITIES = 1600  # about the smallest the generator makes: every kind of entity, a few minutes of Spark
 SEED = 3
@@ -108,17 +109,39 @@ def test_claims_of_many_relations_with_every_conflict_kind(synthetic):
 
 
 @pytest.mark.slow  # ingest, claims and hoax over a 2,000-entity dump
-def test_hoax_questions_of_every_reasoning_type(synthetic):
+def test_hoax_questions_of_every_reasoning_type(spark, cfg, synthetic):
     _, _, lake, reports = synthetic
     report = reports["hoax"]
     assert report.questions > 500
-    assert set(report.by_reasoning) == {"bridge entity", "temporal", "geographical"}
+    assert set(report.by_reasoning) == {"bridge entity", "temporal", "geographical", "comparison", "intersection"}
+    violations = check_counts(spark, lake, cfg, PROJECT / "notebooks" / "hoax_checks.sql")
+    assert len(violations) >= 9 and set(violations.values()) == {0}, violations
     questions = lake.read("hoax_questions").where("source = 'wikidata'").collect()
     assert len(questions) == report.questions
     assert all(options_problems(q.options, q.idk_index) == [] for q in questions)
     # every premise proven false by a one-value relation, over several of them
     functional = load_spec().functional_premises
     assert all(q.premise_property in functional and q.premise_proof.statement_ids for q in questions)
+    # comparisons: which of two comes first, the premise's description against a true chain's
+    comparisons = [q for q in questions if q.pattern == "comparison"]
+    assert len(comparisons) >= 0.05 * len(questions)
+    for q in comparisons:
+        assert q.reasoning_type == "comparison" and len(q.hops) == 4 and q.hops[3].subject_id != q.bridge_id
+        premise_year, partner_year = (int(re.match(r"-?\d+", h.value).group()) for h in (q.hops[1], q.hops[3]))
+        assert premise_year != partner_year  # so the tie option is false
+        near_miss = q.options[q.option_roles.index("near_miss")]
+        assert near_miss.casefold() == q.near_miss.casefold() and near_miss.casefold() in q.question.casefold()
+        # the near miss is the one first by the graph: the other chain's description (the
+        # explanation's first words) if its date is earlier
+        partner = q.explanation.split(" is ", 1)[0]
+        assert (near_miss == partner) == (partner_year < premise_year), q.question
+    # intersections: one thing both facts' objects would be; the first fact's relation has one value
+    intersections = [q for q in questions if q.pattern == "intersection"]
+    assert len(intersections) >= 0.05 * len(questions)
+    for q in intersections:
+        assert q.reasoning_type == "intersection" and len(q.hops) == 2 and q.hops[0].object_id != q.hops[1].object_id
+        assert q.premise_subject == q.hops[0].subject_id and q.premise_object == q.hops[1].object_id
+        assert q.premise_proof.statement_ids == [q.hops[0].statement_id]
     assert len({q.premise_property for q in questions}) >= 4
     assert max(report.idk_positions.values()) - min(report.idk_positions.values()) <= \
         len({(q.reasoning_type, q.asked_property) for q in questions})

@@ -123,6 +123,16 @@ def _spec_edited(tmp_path, section: str, added: str) -> None:
     ("premise_object_roles", "  P19: {Pfoo: []}\n", "premise_object_roles: P19.Pfoo is no property id"),
     ("premise_object_roles", "  P19: {P106: ''}\n", "premise_object_roles: P19.P106 needs a list of item ids"),
     ("  by_class", "    geography: Q515\n", "categories.by_class: geography needs a list of class ids"),
+    ("  questions", "    P19: {question: 'Who first, <A> or <B>?', tie: Both, dated: 'born <O>'}\n",
+     "comparisons.questions: P19 is not one of date_questions"),
+    (None, "\ncomparisons: {share: 0.5, questions: {P569: {question: 'Who first?', tie: Both, dated: 'born <O>'}}}\n",
+     "P569 needs <A> and <B> in its question"),
+    (None, "\ncomparisons: {share: 0.5, questions: {P569: {question: 'Who first, <A> or <B>?'}}}\n",
+     "P569 needs question, tie and dated texts"),
+    (None, "\ncomparisons: {share: 2, questions: {}}\n", "comparisons.share must be a number from 0 to 1"),
+    (None, "\nintersections: {share: 0.5, question: 'Which <T> is <A>?'}\n", "intersections needs a question with <T>"),
+    (None, "\nintersections: {share: -1, question: 'Which <T> is both <A> and <B>?'}\n",
+     "intersections.share must be a number from 0 to 1"),
 ])
 def test_a_premise_setting_that_proves_or_checks_nothing_is_a_config_error(tmp_path, section, added, error):
     with pytest.raises(ConfigError, match=error):

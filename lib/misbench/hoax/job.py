@@ -18,7 +18,7 @@ from misbench.claims.job import entity_labels
 from misbench.claims.stage import contains_words, resolved_facts, word_count
 from misbench.config import Config, ConfigError
 from misbench.generate.job import Generator, model_identity
-from misbench.hoax import imports, stage
+from misbench.hoax import imports, intersection, stage
 from misbench.hoax.spec import load_spec
 from misbench.lake import Lake, drop_older_layout, write_partition
 from misbench.llm import SamplingParams
@@ -117,6 +117,15 @@ def replace_old_layout(lake: Lake) -> None:
     drop_older_layout(lake, "hoax_questions", "premise_proof", SOURCE, "premises without a proof")
 
 
+def _rejected(lake: Lake) -> dict[str, int]:
+    """Candidates not asked, per reason: the bridge walk's by reason, the other patterns' as
+    "pattern: reason" (both count "country not among hoax.countries")."""
+    rows = lake.read("hoax_stats").where((F.col("source") == SOURCE) & (F.col("pattern") != "reword")
+                                         & ~F.col("reason").isin(*stage.KEPT_REASONS)).collect()
+    return {r["reason"] if r["pattern"] == stage.PATTERN else f"{r['pattern']}: {r['reason']}": r["candidates"]
+            for r in rows}
+
+
 def _countries(value) -> list[str] | None:
     """hoax.countries: a list of Wikidata item ids, or null for any country."""
     if value is None:
@@ -134,20 +143,27 @@ def run_hoax(spark: SparkSession, lake: Lake, cfg: Config) -> HoaxReport:
     spec = load_spec()
     settings = cfg.get("hoax")
     seed = int(settings["seed"])
-    facts = resolved_facts(lake.read("triples"), spec.properties, cfg.get("claims.reference_date"))
-    labels = entity_labels(lake)
+    # checkpointed: both patterns join them many times
+    facts = resolved_facts(lake.read("triples"), spec.properties, cfg.get("claims.reference_date")).localCheckpoint()
+    labels = entity_labels(lake).localCheckpoint()
+    countries = _countries(settings.get("countries"))
     questions, candidates = stage.hoax_questions(facts, labels, stage.spec_frames(spark, spec), spec, seed,
                                                  int(settings["substitute_attempts"]), SOURCE,
                                                  tried_per_chain=int(settings["premises_tried_per_chain"]),
-                                                 countries=_countries(settings.get("countries")))
-    questions = cached = questions.cache()
-    stats = stage.hoax_stats(candidates, SOURCE)
+                                                 countries=countries)
+    intersections, intersection_candidates = intersection.intersection_questions(facts, labels, spec, seed, SOURCE,
+                                                                                 countries)
+    questions = cached = questions.unionByName(intersections).cache()
+    stats = stage.hoax_stats(candidates.select("pattern", "reason").unionByName(
+        intersection_candidates.select("pattern", "reason")), SOURCE)
     reworded = None
-    if settings["reword"]["enabled"] and questions.count():
-        with_names = questions.join(labels.select(F.col("id").alias("subject_id"), F.col("label").alias("subject_label")),
-                                    "subject_id", "left")
+    # Bridge questions only: a comparison names both descriptions, its near miss among them.
+    bridge = F.col("pattern") == stage.PATTERN
+    if settings["reword"]["enabled"] and questions.where(bridge).count():
+        with_names = questions.where(bridge).join(
+            labels.select(F.col("id").alias("subject_id"), F.col("label").alias("subject_label")), "subject_id", "left")
         rewritten, reword_stats = reword(spark, lake, cfg, with_names, spec.premise_words)
-        questions = stage.conform(rewritten)
+        questions = stage.conform(rewritten).unionByName(questions.where(~bridge))
         stats = stats.unionByName(reword_stats)
     check_options(questions)
     replace_old_layout(lake)
@@ -159,8 +175,7 @@ def run_hoax(spark: SparkSession, lake: Lake, cfg: Config) -> HoaxReport:
     report = HoaxReport(
         questions=stored.count(),
         by_reasoning={r["reasoning_type"]: r["n"] for r in stored.groupBy("reasoning_type").agg(F.count("*").alias("n")).collect()},
-        rejected={r["reason"]: r["candidates"] for r in lake.read("hoax_stats").where(
-            (F.col("source") == SOURCE) & (F.col("pattern") == stage.PATTERN) & (F.col("reason") != "kept")).collect()},
+        rejected=_rejected(lake),
         idk_positions=stage.position_spread(stored), reworded=reworded)
     for frame in (cached, stored):  # the walk's questions, also where rewording replaced them
         frame.unpersist()

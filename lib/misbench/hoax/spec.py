@@ -32,6 +32,15 @@ class AskedRelation:
 
 
 @dataclass(frozen=True)
+class Comparison:
+    """A comparison question over a date relation: which of two entities comes first."""
+    relation: str
+    question: str  # with <A> and <B>: the two descriptions
+    tie: str  # the option that both come at once (false: their years differ)
+    dated: str  # with <O>, the date: "born <O>" (the explanation's "Alfred Satie (born 1827)")
+
+
+@dataclass(frozen=True)
 class HoaxSpec:
     bridges: dict[str, str]
     relations: dict[str, AskedRelation]
@@ -52,6 +61,10 @@ class HoaxSpec:
     premise_words: dict[str, list[str]] = field(default_factory=dict)  # premise relation -> words a rewording keeps
     # premise relation -> {property: objects ([] any)}: who may stand in as its false object
     premise_object_roles: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    comparisons: dict[str, Comparison] = field(default_factory=dict)  # date relation -> its comparison
+    comparison_share: float = 0.0  # of the chosen date questions, the share asked as comparisons
+    intersection_question: str = ""  # with <T> (the noun), <A> and <B> (the two conditions)
+    intersection_share: float = 0.0  # of the conditions on a one-value relation, the share asked
 
     @property
     def premise_relations(self) -> list[str]:
@@ -129,6 +142,47 @@ def _object_roles(path: Path, functional: dict[str, str], listed: dict) -> dict[
     return out
 
 
+def _comparisons(path: Path, date_questions: dict, listed) -> tuple[dict[str, Comparison], float]:
+    """comparisons: the share of date questions asked as comparisons, and per date relation
+    its question (<A>, <B>), the tie option and the date's wording (<O>)."""
+    if not listed:
+        return {}, 0.0
+    if not isinstance(listed, dict) or not isinstance(listed.get("questions"), dict):
+        raise ConfigError(f"{path}: comparisons needs share and questions such as "
+                          "{P569: {question: 'Who was born first, <A> or <B>?', tie: ..., dated: 'born <O>'}}")
+    share = _share(path, "comparisons", listed.get("share", 0.0))
+    out = {}
+    for relation, item in listed["questions"].items():
+        relation = str(relation)
+        if relation not in date_questions:
+            raise ConfigError(f"{path}: comparisons.questions: {relation} is not one of date_questions")
+        if not isinstance(item, dict) or not all(isinstance(item.get(k), str) and item[k].strip()
+                                                 for k in ("question", "tie", "dated")):
+            raise ConfigError(f"{path}: comparisons.questions: {relation} needs question, tie and dated texts")
+        if "<A>" not in item["question"] or "<B>" not in item["question"] or "<O>" not in item["dated"]:
+            raise ConfigError(f"{path}: comparisons.questions: {relation} needs <A> and <B> in its question "
+                              "and <O> in dated")
+        out[relation] = Comparison(relation, item["question"], item["tie"], item["dated"])
+    return out, float(share)
+
+
+def _share(path: Path, section: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise ConfigError(f"{path}: {section}.share must be a number from 0 to 1, not {value!r}")
+    return float(value)
+
+
+def _intersections(path: Path, listed) -> tuple[str, float]:
+    """intersections: the question (<T>, <A>, <B>) and the share of one-value conditions asked."""
+    if not listed:
+        return "", 0.0
+    question = listed.get("question") if isinstance(listed, dict) else None
+    if not isinstance(question, str) or not all(slot in question for slot in ("<T>", "<A>", "<B>")):
+        raise ConfigError(f"{path}: intersections needs a question with <T>, <A> and <B> "
+                          "(\"Which <T> is both <A> and <B>?\") and a share")
+    return question, _share(path, "intersections", listed.get("share", 0.0))
+
+
 def load_spec(path: Path | None = None) -> HoaxSpec:
     path = path or conf_dir() / "hoax.yaml"
     data = load_yaml(path)
@@ -189,6 +243,10 @@ def load_spec(path: Path | None = None) -> HoaxSpec:
             if by_class.setdefault(str(cls), category) != category:
                 raise ConfigError(f"{path}: categories.by_class: {cls} is under both '{by_class[str(cls)]}' "
                                   f"and '{category}'")
+    comparisons, comparison_share = _comparisons(path, data.get("date_questions") or {}, data.get("comparisons"))
+    intersection_question, intersection_share = _intersections(path, data.get("intersections"))
+    if intersection_share and not set(data.get("bridges") or {}) & set(functional):
+        raise ConfigError(f"{path}: intersections need a bridge relation that is a functional premise")
     return HoaxSpec(
         bridges=dict(data.get("bridges") or {}), relations=asked,
         date_questions=dict(data.get("date_questions") or {}),
@@ -207,4 +265,6 @@ def load_spec(path: Path | None = None) -> HoaxSpec:
         type_nouns=dict(data.get("type_nouns") or {}),
         premise_words=_premise_words(path, asked, {str(k): v for k, v in (data.get("premise_words") or {}).items()}),
         premise_object_roles=_object_roles(path, functional, data.get("premise_object_roles") or {}),
+        comparisons=comparisons, comparison_share=comparison_share,
+        intersection_question=intersection_question, intersection_share=intersection_share,
     )

@@ -11,6 +11,9 @@ are the answer the question would have without its premise (the near miss), the 
 would have if the premise's object were the bridge (context), and same-type entities.
 
 Each candidate (chain x premise) gets a reason: ``kept`` or why not. The stats count them.
+A seeded share of the chosen date questions is asked as comparisons instead
+(``with_comparisons``: "Who was born first: <the description>, or <another chain's>?");
+intersection questions are built in ``hoax/intersection.py``.
 """
 from __future__ import annotations
 
@@ -22,44 +25,27 @@ from pyspark.sql import functions as F
 from misbench.claims.stage import (
     KEPT, contains_words, date_text, fill, normalized, precision_years, shifted_date, stable_id, substitutes,
 )
+from misbench.hoax.common import (  # noqa: F401 (IDK, LETTERS, conform... are also read from here)
+    HOP, IDK, LETTERS, OUTSIDE_COUNTRIES, PROOF, PROOF_FUNCTIONAL, QUESTION_FIELDS, QUESTION_SCHEMA, ambiguous_ids,
+    answer_type_of, capitalized, class_category, conform, mapping_column, not_true, only_values, seeded_hash,
+    with_country, with_idk_dealt,
+)
 from misbench.hoax.spec import CONTAINMENT, HoaxSpec
 
-IDK = "I do not know"
-LETTERS = ("A", "B", "C", "D")
 PATTERN = "bridge"
-# The proof kind of a premise on a one-value relation whose single current value is another.
-PROOF_FUNCTIONAL = "functional: the graph records another value"
-PROOF = "struct<kind:string,statement_ids:array<string>>"
-# The reason of a chain's question left out by hoax.countries.
-OUTSIDE_COUNTRIES = "country not among hoax.countries"
+# A chosen date question asked instead as which of two comes first (with_comparisons): its
+# candidate counts under the bridge walk that found it, with this reason.
+COMPARISON = "comparison"
+ASKED_AS_COMPARISON = "kept: asked as a comparison"
+KEPT_REASONS = (KEPT, ASKED_AS_COMPARISON)
+# Pool positions a comparison tries for its partner chain (a partner may share its bridge or year).
+PARTNER_ATTEMPTS = 4
+# Dates compared by year: at least year precision (9), so that two different years decide.
+YEAR_PRECISION = 9
 # The pool of false premise objects when the premise's relation offers none: any named entity.
 ANY_RELATION = "*"
 # Resolutions of statements that hold at the reference date (one value, or one of several).
 CURRENT = (KEPT, "ambiguous: several objects", "not the preferred statement", "same fact stated twice")
-HOP = "struct<subject_id:string,property:string,object_id:string,value:string,statement_id:string>"
-QUESTION_FIELDS = (
-    ("question_id", "string"), ("source", "string"), ("pattern", "string"), ("question", "string"),
-    ("template_question", "string"), ("reworded", "boolean"), ("options", "array<string>"),
-    ("option_roles", "array<string>"), ("idk_index", "int"), ("idk_letter", "string"),
-    ("premise_subject", "string"), ("premise_subject_label", "string"), ("premise_property", "string"),
-    ("premise_object", "string"), ("premise_object_label", "string"), ("premise_statement", "string"),
-    ("premise_proof", PROOF), ("contradicted_statement_ids", "array<string>"), ("hops", f"array<{HOP}>"), ("subject_id", "string"),
-    ("bridge_id", "string"), ("asked_property", "string"), ("near_miss", "string"), ("explanation", "string"),
-    ("reasoning_type", "string"), ("false_premise_type", "string"), ("answer_type", "string"),
-    ("category", "string"), ("country", "string"),
-)
-QUESTION_SCHEMA = ", ".join(f"{name} {kind}" for name, kind in QUESTION_FIELDS)
-
-
-def conform(questions: DataFrame) -> DataFrame:
-    """The hoax_questions columns in order and type (imports and the stage write one table)."""
-    have = set(questions.columns)
-    return questions.select(*[(F.col(name) if name in have else F.lit(None)).cast(kind).alias(name)
-                              for name, kind in QUESTION_FIELDS])
-
-
-def _hash(*parts) -> Column:
-    return F.xxhash64(*[p if isinstance(p, Column) else F.lit(p) for p in parts])
 
 
 def spec_frames(spark: SparkSession, spec: HoaxSpec) -> dict[str, DataFrame]:
@@ -84,18 +70,10 @@ def role_pool(relation: str) -> str:
     return f"{ANY_RELATION}{relation}"
 
 
-def _mapping(mapping: dict[str, str], key: Column, default: Column | None = None) -> Column:
-    if not mapping:
-        return default if default is not None else F.lit(None).cast("string")
-    lookup = F.create_map(*[F.lit(x) for pair in sorted(mapping.items()) for x in pair])
-    value = F.element_at(lookup, key)
-    return value if default is None else F.coalesce(value, default)
-
-
 def chains(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame]) -> DataFrame:
     """subject --first--> bridge --second--> answer where both hops are the only current value
     of their (subject, property); the answer an entity or a date."""
-    unique = _only_values(facts)
+    unique = only_values(facts)
     relations, bridges = frames["relations"], frames["bridges"]
     first = unique.where(F.col("object_id").isNotNull()).join(
         F.broadcast(bridges.withColumnRenamed("relation", "property")), "property").select(
@@ -145,7 +123,7 @@ def premises(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], 
         F.col("relation").alias("property"), F.col("statement").alias("premise_template"),
         F.col("clause").alias("premise_clause"), F.col("answer_type").alias("premise_answer_type"))
     labelled = labels.select(F.col("id").alias("object_id"), F.col("label").alias("true_label"))
-    sole = _only_values(facts).select("subject_id", "property", F.lit(True).alias("sole_current_value")).distinct()
+    sole = only_values(facts).select("subject_id", "property", F.lit(True).alias("sole_current_value")).distinct()
     known = (current.join(bridges.select(F.col("bridge_id").alias("subject_id")).distinct(), "subject_id", "left_semi")
              .join(F.broadcast(relations), "property").join(labelled, "object_id", "left")
              .groupBy("subject_id", "property", "premise_template", "premise_clause", "premise_answer_type")
@@ -168,7 +146,7 @@ def premises(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], 
     # A true object outside the dump has no classes: it takes its relation's answer type's
     # class (spec.untyped_object_classes), so a false object of that type can be found.
     fallback = F.broadcast(proven_rows.select(
-        F.col("object_id").alias("id"), _mapping(spec.untyped_object_classes, F.col("premise_answer_type")).alias("cls")
+        F.col("object_id").alias("id"), mapping_column(spec.untyped_object_classes, F.col("premise_answer_type")).alias("cls")
     ).where(F.col("cls").isNotNull()).groupBy("id").agg(F.min("cls").alias("cls")))
     untyped = F.size(F.coalesce(F.col("instance_of"), F.array().cast("array<string>"))) == 0
     typed = labels.join(fallback, "id", "left").withColumn(
@@ -188,7 +166,7 @@ def premises(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], 
     # state), any named entity of the same type: the proof holds whatever the false object.
     # Its pool is every named entity; its truth, every value the graph gives the bridge.
     # A relation with hoax.premise_object_roles draws only on the entities holding a role.
-    pools = _mapping({r: role_pool(r) for r in spec.premise_object_roles}, F.col("pool_relation"), F.lit(ANY_RELATION))
+    pools = mapping_column({r: role_pool(r) for r in spec.premise_object_roles}, F.col("pool_relation"), F.lit(ANY_RELATION))
     unmatched = claims.join(found.select("claim_id"), "claim_id", "left_anti") \
         .withColumn("pool_relation", pools).localCheckpoint()
     # Skipped where every claim found its false objects: the search plans a dozen Spark jobs
@@ -230,23 +208,6 @@ def premises(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], 
                     "premise_reason", "premise_proof"))
 
 
-def _ambiguous_ids(labels: DataFrame) -> DataFrame:
-    """Entities whose label another entity of one of their types also carries (two cities
-    called London): a question naming one is ambiguous. Entities of other types may share
-    it (London the city and London the novel)."""
-    typed = labels.where(F.col("label").isNotNull()).select(
-        "id", normalized(F.col("label")).alias("name"),
-        F.explode(F.coalesce(F.col("instance_of"), F.array().cast("array<string>"))).alias("type"))
-    holders = Window.partitionBy("name", "type")
-    return (typed.withColumn("holders", F.approx_count_distinct("id").over(holders))
-            .where("holders > 1").select("id").distinct())
-
-
-def _only_values(facts: DataFrame) -> DataFrame:
-    """Statements that are the only current value of their (subject, property)."""
-    return facts.where((F.col("resolution") == KEPT) & F.col("single"))
-
-
 def _usable(options: DataFrame, against: Sequence[str] = ("subject_label", "bridge_label")) -> DataFrame:
     """Options with a name (``name``, normalized) unlike the labels in ``against`` (the
     subject's and the bridge's) and "I do not know"'s: an option must not give the question
@@ -259,7 +220,7 @@ def _usable(options: DataFrame, against: Sequence[str] = ("subject_label", "brid
 def _first_by_name(options: DataFrame, key: str, seed: int, wanted: int) -> DataFrame:
     """Per ``key``, the first ``wanted`` options by priority (ties in seeded order) with
     pairwise different names: one option per name, the one of highest priority."""
-    order = ("priority", _hash(F.col("option"), seed))
+    order = ("priority", seeded_hash(F.col("option"), seed))
     per_name = Window.partitionBy(key, "name").orderBy(*order)
     ranked = Window.partitionBy(key).orderBy(*order)
     return (options.withColumn("copy", F.row_number().over(per_name)).where("copy = 1")
@@ -325,7 +286,7 @@ ANSWER_COLUMNS = ("bridge_id", "second", "answer_id", "answer_text", "answer_val
 def _context_options(candidates: DataFrame, facts: DataFrame, labels: DataFrame) -> DataFrame:
     """Per candidate, the context option: the answer the question would have if the premise's
     object were the bridge (entity answers only)."""
-    unique = _only_values(facts)
+    unique = only_values(facts)
     return (candidates.where(~F.col("is_date"))
             .join(unique.select(F.col("subject_id").alias("premise_object"), F.col("property").alias("second"),
                                 F.col("object_id").alias("context_id")), ["premise_object", "second"])
@@ -377,7 +338,7 @@ def _early_reason() -> Column:
 
 def _seeded_order(seed: int) -> tuple[Column, Column]:
     """The order a chain's candidates are tried and picked in (the id breaks hash ties)."""
-    return _hash(F.col("candidate_id"), seed), F.col("candidate_id")
+    return seeded_hash(F.col("candidate_id"), seed), F.col("candidate_id")
 
 
 def _triage(walked: DataFrame, found: DataFrame, seed: int, tried_per_chain: int) -> tuple[DataFrame, DataFrame]:
@@ -409,17 +370,18 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
                    seed: int, attempts: int = 16, source: str = "wikidata",
                    tried_per_chain: int = 3, countries: Sequence[str] | None = None) -> tuple[DataFrame, DataFrame]:
     """(questions, candidates with their reason). ``facts``: claims' ``resolved_facts`` over
-    ``spec.properties``; ``labels``: id, label, description, instance_of, aliases;
+    ``spec.properties``; ``labels``: id, label, description, instance_of, aliases (both
+    checkpointed: they are joined dozens of times);
     ``countries``: country ids a question's country must be one of (None: any)."""
     if tried_per_chain < 1:
         raise ValueError(f"hoax.premises_tried_per_chain must be at least 1, not {tried_per_chain}")
     # Checkpointed where a frame feeds several branches: each would recompute the walk, and
     # the plan (templates filled, names normalised, inlined into every use) grows past what
-    # the driver can even print. The inputs first: each of the dozens of joins below would
-    # otherwise analyse and optimise their whole lineage again (a cached frame keeps it),
-    # which took two thirds of a run on a small dump. A local checkpoint is not recomputed
-    # if an executor is lost: Spark fails the stage's run, which a rerun repeats whole.
-    facts, labels = facts.localCheckpoint(), labels.localCheckpoint()
+    # the driver can even print. The inputs are checkpointed by the caller (the job: the
+    # intersection pattern reads them too): each of the dozens of joins below would otherwise
+    # analyse and optimise their whole lineage again, which took two thirds of a run on a
+    # small dump. A local checkpoint is not recomputed if an executor is lost: Spark fails
+    # the stage's run, which a rerun repeats whole.
     walked = chains(facts, labels, frames).localCheckpoint()
     found = premises(facts, labels, frames, walked, spec, seed, attempts).localCheckpoint()
     tried, settled = _triage(walked, found, seed, tried_per_chain)
@@ -450,7 +412,7 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
                   .join(stated, ["holder", "premise_property", "premise_object"])
                   .groupBy("candidate_id").agg(F.max((F.col("holder") == F.col("bridge_id")).cast("int"))
                                                .alias("stated_for_bridge")))
-    ambiguous = _ambiguous_ids(labels)
+    ambiguous = ambiguous_ids(labels)
     candidates = (candidates.join(stated_for, "candidate_id", "left")
                   .join(ambiguous.select(F.col("id").alias("subject_id"), F.lit(True).alias("subject_ambiguous")),
                         "subject_id", "left")
@@ -487,7 +449,7 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
     # One question per chain: among its kept premises, the first in seeded order.
     per_chain = Window.partitionBy("chain_id").orderBy(*_seeded_order(seed))
     kept = candidates.where(F.col("reason") == KEPT).withColumn("pick", F.row_number().over(per_chain))
-    chosen = _with_country(kept.where("pick = 1").drop("pick"), facts, labels, spec).localCheckpoint()
+    chosen = with_country(kept.where("pick = 1").drop("pick"), facts, labels, spec).localCheckpoint()
     late = F.when(F.col("pick") > 1, F.lit("another premise chosen for the chain"))
     if countries:  # the country is the chain's: all its kept premises are outside
         among = F.coalesce(F.col("country_id").isin(list(countries)), F.lit(False))
@@ -497,19 +459,105 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
         chosen = chosen.where(among)
     passed_over = kept.select("candidate_id", late.alias("late_reason")).where(F.col("late_reason").isNotNull())
     chosen = chosen.join(_distractors(chosen, by_chain, context, seed), "candidate_id", "left")
-    candidates = candidates.join(passed_over, "candidate_id", "left").withColumn(
-        "reason", F.coalesce(F.col("late_reason"), F.col("reason")))
+    chosen = with_comparisons(chosen, walked, ambiguous, spec, seed).localCheckpoint()
+    compared = chosen.where(F.col("pattern") == COMPARISON).select(
+        "candidate_id", F.lit(ASKED_AS_COMPARISON).alias("compared_reason"))
+    candidates = (candidates.join(passed_over, "candidate_id", "left").join(compared, "candidate_id", "left")
+                  .withColumn("reason", F.coalesce(F.col("late_reason"), F.col("compared_reason"), F.col("reason"))))
     questions = _assemble(chosen, spec, seed, source)
     return questions, candidates.select("candidate_id", "chain_id", "subject_id", "first", "bridge_id", "second",
-                                        "premise_property", "premise_object", "question", "reason").unionByName(settled)
+                                        "premise_property", "premise_object", "question", "reason") \
+        .unionByName(settled).withColumn("pattern", F.lit(PATTERN))
 
 
-def _class_category(types: Column, by_class: dict[str, str]) -> Column:
-    """The category of the first of ``types`` (instance-of classes) that ``by_class`` maps; null if none."""
-    if not by_class:
-        return F.lit(None).cast("string")
-    mapped = F.transform(F.coalesce(types, F.array().cast("array<string>")), lambda c: _mapping(by_class, c))
-    return F.get(F.filter(mapped, lambda c: c.isNotNull()), 0)  # null where none is mapped
+def _signed_year(value: Column) -> Column:
+    """The year of a canonical time value ("1954-08-16", "-0050"), negative before the common era."""
+    year = F.regexp_extract(value, r"^-?(\d+)", 1).cast("long")
+    return F.when(value.startswith("-"), -year).otherwise(year)
+
+
+PARTNER_COLUMNS = ("partner_chain", "partner_subject", "partner_first", "partner_bridge", "partner_bridge_label",
+                   "partner_first_statement", "partner_second_statement", "partner_value", "partner_date",
+                   "partner_description")
+
+
+def with_comparisons(chosen: DataFrame, walked: DataFrame, ambiguous: DataFrame, spec: HoaxSpec,
+                 seed: int) -> DataFrame:
+    """The chosen questions, a seeded share of the date ones (``spec.comparisons``) turned into
+    comparisons: "Who was born first: <the premise's description>, or <another chain's>?".
+
+    The partner is another true chain asking the same date relation (its first hop the only
+    current value, its subject's name unambiguous), of another bridge, named unlike it, in
+    another year: so the tie is false, the near miss (the one first without the premise) is
+    decided by the graph, and nothing matches the premise's description. The partner is
+    sought at ``PARTNER_ATTEMPTS`` seeded positions of its relation's pool, a join rather
+    than a product of every pair. A question whose tries find none stays a date question.
+    Adds ``pattern``; comparison rows replace ``question`` and ``distractors`` and carry the
+    partner's hops and sentence for ``_assemble``."""
+    chosen = chosen.withColumn("pattern", F.lit(PATTERN))
+    if not spec.comparisons or spec.comparison_share <= 0:
+        return chosen.withColumn("near_miss_text", F.col("answer_text")).select(
+            "*", *[F.lit(None).cast("string").alias(name) for name in PARTNER_COLUMNS + ("partner_sentence",
+                                                                                          "bridge_dated")])
+    compared = sorted(spec.comparisons)
+    dated = F.col("is_date") & F.col("second").isin(compared) & (F.col("answer_precision") >= YEAR_PRECISION)
+    drawn = dated & (F.pmod(seeded_hash(F.col("candidate_id"), seed, COMPARISON), F.lit(1000))
+                     < int(round(spec.comparison_share * 1000)))
+    by_slot = Window.partitionBy("second").orderBy(seeded_hash(F.col("partner_chain"), seed), "partner_chain")
+    pool = (walked.where(dated & F.col("subject_label").isNotNull() & F.col("bridge_label").isNotNull())
+            .join(ambiguous.select(F.col("id").alias("subject_id")), "subject_id", "left_anti")
+            .select("second", F.col("chain_id").alias("partner_chain"), F.col("subject_id").alias("partner_subject"),
+                    F.col("first").alias("partner_first"), F.col("bridge_id").alias("partner_bridge"),
+                    F.col("bridge_label").alias("partner_bridge_label"),
+                    F.col("first_statement").alias("partner_first_statement"),
+                    F.col("second_statement").alias("partner_second_statement"),
+                    F.col("answer_value").alias("partner_value"), F.col("answer_text").alias("partner_date"),
+                    fill(F.col("role"), F.col("subject_label")).alias("partner_description"))
+            .withColumn("slot", F.row_number().over(by_slot) - 1).localCheckpoint())
+    sizes = pool.groupBy("second").agg(F.count("*").alias("pool_size"))
+    tries = (chosen.where(drawn).select("candidate_id", "second", "bridge_id", "bridge_label", "premise_object",
+                                        "answer_value", "description")
+             .join(F.broadcast(sizes), "second")
+             .withColumn("attempt", F.explode(F.sequence(F.lit(0), F.lit(PARTNER_ATTEMPTS - 1))))
+             .withColumn("slot", F.pmod(seeded_hash(F.col("candidate_id"), seed) + F.col("attempt"), F.col("pool_size"))))
+    first_try = Window.partitionBy("candidate_id").orderBy("attempt")
+    partners = (tries.join(pool, ["second", "slot"])
+                .where((F.col("partner_bridge") != F.col("bridge_id"))
+                       & ~F.coalesce(F.col("premise_object"), F.lit("")).isin(F.col("partner_bridge"),
+                                                                              F.col("partner_subject"))
+                       & (normalized(F.col("partner_bridge_label")) != normalized(F.col("bridge_label")))
+                       & (normalized(F.col("partner_description")) != normalized(F.col("description")))
+                       & (_signed_year(F.col("partner_value")) != _signed_year(F.col("answer_value"))))
+                .withColumn("n", F.row_number().over(first_try)).where("n = 1")
+                .drop("n", "attempt", "slot", "second", "bridge_id", "bridge_label", "premise_object", "answer_value",
+                      "description"))
+    rows = chosen.join(partners, "candidate_id", "left")
+    paired = F.col("partner_chain").isNotNull()
+    template = mapping_column({r: c.question for r, c in spec.comparisons.items()}, F.col("second"))
+    premise_first = F.pmod(seeded_hash(F.col("candidate_id"), seed, "order"), F.lit(2)) == 0
+    a = F.when(premise_first, F.col("description")).otherwise(F.col("partner_description"))
+    b = F.when(premise_first, F.col("partner_description")).otherwise(F.col("description"))
+    question = F.replace(F.replace(template, F.lit("<A>"), a), F.lit("<B>"), b)
+    partner_first = _signed_year(F.col("partner_value")) < _signed_year(F.col("answer_value"))
+    option = lambda text, role: F.struct(F.lit(0).alias("rank"), capitalized(text).alias("option"),  # noqa: E731
+                                         F.lit(role).alias("role"))
+    distractors = F.array(
+        option(F.col("partner_description"), "near_miss"), option(F.col("description"), "distractor"),
+        option(mapping_column({r: c.tie for r, c in spec.comparisons.items()}, F.col("second")), "distractor"))
+    distractors = F.when(partner_first, distractors).otherwise(F.array(
+        option(F.col("description"), "near_miss"), option(F.col("partner_description"), "distractor"),
+        distractors[2]))
+    dated = mapping_column({r: c.dated for r, c in spec.comparisons.items()}, F.col("second"))
+    dated_text = fill(dated, F.lit(""), F.col("partner_date"))
+    partner_sentence = F.concat(capitalized(F.col("partner_description")), F.lit(" is "),
+                                F.col("partner_bridge_label"), F.lit(" ("), dated_text, F.lit("). "))
+    return (rows.withColumn("pattern", F.when(paired, F.lit(COMPARISON)).otherwise(F.col("pattern")))
+            .withColumn("question", F.when(paired, question).otherwise(F.col("question")))
+            .withColumn("distractors", F.when(paired, distractors).otherwise(F.col("distractors")))
+            .withColumn("near_miss_text", F.when(paired, F.when(partner_first, F.col("partner_description"))
+                                                 .otherwise(F.col("description"))).otherwise(F.col("answer_text")))
+            .withColumn("partner_sentence", F.when(paired, partner_sentence))
+            .withColumn("bridge_dated", F.when(paired, fill(dated, F.lit(""), F.col("answer_text")))))
 
 
 def _labels(rows: DataFrame, spec: HoaxSpec) -> DataFrame:
@@ -517,85 +565,44 @@ def _labels(rows: DataFrame, spec: HoaxSpec) -> DataFrame:
     date = F.col("is_date")
     geographical = F.col("first_topic").isin(spec.geographical_topics) | F.col("second_topic").isin(spec.geographical_topics)
     reasoning = F.when(date, F.lit("temporal")).when(geographical, F.lit("geographical")).otherwise(F.lit("bridge entity"))
-    premise_type = _mapping(spec.false_premise_types, F.col("premise_answer_type"), F.lit("property"))
-    by_class = F.lit(None).cast("string")
-    for answer_type in ("number", "event", "location", "person"):  # last assignment wins: person first
-        classes = [c for c, t in spec.answer_type_classes.items() if t == answer_type]
-        if classes:
-            hit = F.arrays_overlap(F.coalesce(F.col("answer_types"), F.array().cast("array<string>")),
-                                   F.array(*[F.lit(c) for c in classes]))
-            by_class = F.when(hit, F.lit(answer_type)).otherwise(by_class)
+    premise_type = mapping_column(spec.false_premise_types, F.col("premise_answer_type"), F.lit("property"))
+    by_class = answer_type_of(F.col("answer_types"), spec)
     answer_type = F.when(date, F.lit("number")).otherwise(F.coalesce(
-        by_class, _mapping(spec.answer_type_relations, F.col("second_answer_type")), F.lit("common noun")))
-    by_type = [_class_category(F.col(column), spec.categories_by_class) for column in ("answer_types", "subject_types")]
-    category = F.coalesce(*by_type, _mapping(spec.categories_by_relation, F.col("second")),
-                          _mapping(spec.categories_by_topic, F.col("second_topic")), F.lit(spec.default_category))
+        by_class, mapping_column(spec.answer_type_relations, F.col("second_answer_type")), F.lit("common noun")))
+    by_type = [class_category(F.col(column), spec.categories_by_class) for column in ("answer_types", "subject_types")]
+    category = F.coalesce(*by_type, mapping_column(spec.categories_by_relation, F.col("second")),
+                          mapping_column(spec.categories_by_topic, F.col("second_topic")), F.lit(spec.default_category))
+    if "pattern" in rows.columns:  # a comparison's answer is one of two entities, not a date
+        reasoning = F.when(F.col("pattern") == COMPARISON, F.lit(COMPARISON)).otherwise(reasoning)
+        answer_type = F.when(F.col("pattern") == COMPARISON, F.coalesce(
+            answer_type_of(F.col("bridge_types"), spec), F.lit("common noun"))).otherwise(answer_type)
     return rows.withColumn("reasoning_type", reasoning).withColumn("false_premise_type", premise_type) \
         .withColumn("answer_type", answer_type).withColumn("category", category)
 
 
-def _with_country(rows: DataFrame, facts: DataFrame, labels: DataFrame, spec: HoaxSpec) -> DataFrame:
-    """``country`` (its label, else its id, "unknown" where none) and ``country_id`` of each
-    question: the subject when it is a country, else the subject's first country relation
-    (``spec.country_relations`` in order), else the bridge when it is a country, else the
-    bridge's first country relation."""
-    unique = _only_values(facts).where(F.col("property").isin(spec.country_relations))
-    order = F.array_position(F.array(*[F.lit(p) for p in spec.country_relations]), F.col("property"))
-    first_country = Window.partitionBy("subject_id").orderBy(order)
-    countries = (unique.withColumn("n", F.row_number().over(first_country)).where("n = 1")
-                 .join(labels.select(F.col("id").alias("object_id"), F.col("label").alias("country_label")), "object_id")
-                 .select("subject_id", F.struct(F.col("object_id").alias("id"), F.col("country_label").alias("label"))
-                         .alias("found")))
-    is_country = lambda types: F.arrays_overlap(F.coalesce(types, F.array().cast("array<string>")),  # noqa: E731
-                                                F.array(*[F.lit(c) for c in spec.country_classes]))
-    rows = (rows.join(countries.withColumnRenamed("found", "subject_country"), "subject_id", "left")
-            .join(countries.withColumnRenamed("subject_id", "bridge_id").withColumnRenamed("found", "bridge_country"),
-                  "bridge_id", "left"))
-    itself = lambda id_column, label_column: F.struct(F.col(id_column).alias("id"),  # noqa: E731
-                                                      F.col(label_column).alias("label"))
-    country = (F.when(is_country(F.col("subject_types")), itself("subject_id", "subject_label"))
-               .when(F.col("subject_country").isNotNull(), F.col("subject_country"))
-               .when(is_country(F.col("bridge_types")), itself("bridge_id", "bridge_label"))
-               .otherwise(F.col("bridge_country")))
-    return (rows.withColumn("country_found", country)
-            .withColumn("country", F.coalesce(F.col("country_found.label"), F.col("country_found.id"),
-                                              F.lit("unknown")))
-            .withColumn("country_id", F.col("country_found.id"))
-            .drop("country_found", "subject_country", "bridge_country"))
-
-
 def _assemble(chosen: DataFrame, spec: HoaxSpec, seed: int,
               source: str) -> DataFrame:
+    comparison = F.col("pattern") == COMPARISON
     rows = _labels(chosen, spec).withColumn(
-        "question_id", stable_id(F.lit("hoax"), F.col("candidate_id")))
-    # "I do not know" dealt round-robin over A-D within each reasoning type and asked
-    # relation, from a seeded start: every group's positions are balanced to within one.
-    group = Window.partitionBy("reasoning_type", "second").orderBy(_hash(F.col("question_id"), seed))
-    start = F.pmod(_hash(F.col("reasoning_type"), F.col("second"), seed), F.lit(4))
-    rows = rows.withColumn("idk_index", F.pmod(F.row_number().over(group) - 1 + start, F.lit(4)).cast("int"))
-    # Distractors fill the other slots in a seeded order.
-    shuffled = F.transform(F.sort_array(F.transform(
-        F.col("distractors"), lambda d: F.struct(F.xxhash64(F.col("question_id"), d["option"], F.lit(seed)).alias("k"),
-                                                 d["option"].alias("option"), d["role"].alias("role")))),
-        lambda d: F.struct(d["option"].alias("option"), d["role"].alias("role")))
-    idk = F.struct(F.lit(IDK).alias("option"), F.lit("idk").alias("role"))
-    ordered = F.concat(F.slice(shuffled, 1, F.col("idk_index")), F.array(idk),
-                       F.slice(shuffled, F.col("idk_index") + 1, 3))
-    rows = rows.withColumn("ordered", ordered)
+        "question_id", F.when(comparison, stable_id(F.lit("hoax"), F.col("candidate_id"), F.lit(COMPARISON)))
+        .otherwise(stable_id(F.lit("hoax"), F.col("candidate_id"))))
+    rows = with_idk_dealt(rows, seed)
     premise_statement = fill(F.col("premise_template"), F.col("bridge_label"), F.col("premise_object_label"))
     first_statement = F.concat(F.initcap(F.substring(fill(F.col("role"), F.col("subject_label")), 1, 1)),
                                F.substring(fill(F.col("role"), F.col("subject_label")), 2, 10_000),
-                               F.lit(" is "), F.col("bridge_label"), F.lit("."))
+                               F.lit(" is "), F.col("bridge_label"),
+                               F.coalesce(F.concat(F.lit(" ("), F.col("bridge_dated"), F.lit(")")), F.lit("")),
+                               F.lit("."))
     named_values = F.concat_ws(", ", F.concat(F.col("true_labels"), F.transform(
         "unlabelled_ids", lambda i: F.concat(i, F.lit(" (no label in this dump)")))))
     # The proof in words: what the graph records, and why that makes the premise false.
     recorded = F.concat(
         F.lit(" The graph records "), named_values, F.lit(" instead"),
-        F.coalesce(F.concat(F.lit(" ("), _mapping(spec.functional_premises, F.col("premise_property")), F.lit(")")),
+        F.coalesce(F.concat(F.lit(" ("), mapping_column(spec.functional_premises, F.col("premise_property")), F.lit(")")),
                    F.lit("")),
         F.lit("."))
     explanation = F.concat_ws(
-        "", first_statement, F.lit(" It is not true that "), F.regexp_replace(premise_statement, r"\.$", ""),
+        "", F.coalesce(F.col("partner_sentence"), F.lit("")), first_statement, F.lit(" It is not true that "), not_true(premise_statement),
         F.lit("."), recorded, F.lit(" Nothing matches \""), F.col("description"),
         F.lit("\", so the question has no answer: the only right option is \"" + IDK + "\"."))
     hops = F.array(
@@ -604,8 +611,16 @@ def _assemble(chosen: DataFrame, spec: HoaxSpec, seed: int,
         F.struct(F.col("bridge_id").alias("subject_id"), F.col("second").alias("property"),
                  F.col("answer_id").alias("object_id"), F.col("answer_value").alias("value"),
                  F.col("second_statement").alias("statement_id")))
+    partner_hops = F.array(
+        F.struct(F.col("partner_subject").alias("subject_id"), F.col("partner_first").alias("property"),
+                 F.col("partner_bridge").alias("object_id"), F.lit(None).cast("string").alias("value"),
+                 F.col("partner_first_statement").alias("statement_id")),
+        F.struct(F.col("partner_bridge").alias("subject_id"), F.col("second").alias("property"),
+                 F.lit(None).cast("string").alias("object_id"), F.col("partner_value").alias("value"),
+                 F.col("partner_second_statement").alias("statement_id")))
+    hops = F.when(comparison, F.concat(hops, partner_hops)).otherwise(hops)
     return conform(rows.select(
-        "question_id", F.lit(source).alias("source"), F.lit(PATTERN).alias("pattern"), "question",
+        "question_id", F.lit(source).alias("source"), "pattern", "question",
         F.col("question").alias("template_question"), F.lit(False).alias("reworded"),
         F.transform("ordered", lambda o: o["option"]).alias("options"),
         F.transform("ordered", lambda o: o["role"]).alias("option_roles"),
@@ -613,16 +628,17 @@ def _assemble(chosen: DataFrame, spec: HoaxSpec, seed: int,
         F.col("bridge_id").alias("premise_subject"), F.col("bridge_label").alias("premise_subject_label"),
         "premise_property", "premise_object", "premise_object_label", premise_statement.alias("premise_statement"),
         "premise_proof", "contradicted_statement_ids", hops.alias("hops"), "subject_id", "bridge_id",
-        F.col("second").alias("asked_property"), F.col("answer_text").alias("near_miss"),
+        F.col("second").alias("asked_property"), F.col("near_miss_text").alias("near_miss"),
         explanation.alias("explanation"), "reasoning_type", "false_premise_type", "answer_type", "category",
         "country",
     ))
 
 
 def hoax_stats(candidates: DataFrame, source: str) -> DataFrame:
-    """Candidates per pattern and reason (``kept`` included), with each reason's share."""
+    """Candidates per pattern and reason (``kept`` included), with each reason's share. A kept
+    candidate of the bridge walk asked as a comparison is counted as ``ASKED_AS_COMPARISON``."""
     total = Window.partitionBy("pattern")
-    return (candidates.groupBy(F.lit(source).alias("source"), F.lit(PATTERN).alias("pattern"), "reason")
+    return (candidates.groupBy(F.lit(source).alias("source"), "pattern", "reason")
             .agg(F.count("*").alias("candidates"))
             .withColumn("share", F.round(F.col("candidates") / F.sum("candidates").over(total), 4)))
 

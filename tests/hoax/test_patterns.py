@@ -1,0 +1,112 @@
+"""Comparison and intersection questions on tiny frames. Comparisons: a chosen date question paired with another true chain
+of the same date relation, in another year and of another bridge; the near miss is the one
+first by the graph; without such a partner, or with comparisons off, it stays as it was."""
+import dataclasses
+
+import pytest
+
+from misbench.hoax import spec as hoax_spec
+from misbench.hoax.stage import COMPARISON, PATTERN, with_comparisons
+
+CHOSEN = ("candidate_id string, chain_id string, is_date boolean, second string, answer_precision int, "
+          "bridge_id string, bridge_label string, premise_object string, answer_value string, answer_text string, "
+          "description string, question string, "
+          "distractors array<struct<rank:int,option:string,role:string>>")
+WALKED = ("chain_id string, subject_id string, subject_label string, first string, role string, bridge_id string, "
+          "bridge_label string, first_statement string, second string, second_statement string, is_date boolean, "
+          "answer_precision int, answer_value string, answer_text string")
+
+
+def _chain(chain, subject, bridge, second, value, text, first="P22", role="the father of <S>"):
+    return (chain, subject, subject, first, role, bridge, bridge + " Name", f"s-{chain}-1", second, f"s-{chain}-2",
+            True, 11, value, text)
+
+
+@pytest.fixture(scope="module")
+def frames(spark):
+    walked = spark.createDataFrame([
+        _chain("c1", "Ann", "B1", "P569", "1950-01-02", "2 January 1950"),
+        _chain("c2", "Bob", "B2", "P569", "1950-06-01", "1 June 1950"),  # c1's year: the tie would be true
+        _chain("c3", "Cy", "B3", "P569", "1940-03-04", "4 March 1940", first="P26", role="the spouse of <S>"),
+        _chain("c4", "Dee", "B4", "P570", "1999-01-01", "1 January 1999"),  # alone with its relation: no partner
+    ], WALKED)
+    distractors = [(1, "1951", "near_miss"), (2, "1952", "distractor"), (3, "1953", "distractor")]
+    chosen = spark.createDataFrame([
+        ("k1", "c1", True, "P569", 11, "B1", "B1 Name", "Rome", "1950-01-02", "2 January 1950",
+         "the father of Ann who was born in Rome", "When was the father of Ann who was born in Rome born?", distractors),
+        ("k4", "c4", True, "P570", 11, "B4", "B4 Name", "Rome", "1999-01-01", "1 January 1999",
+         "the father of Dee who died in Rome", "When did the father of Dee who died in Rome die?", distractors),
+    ], CHOSEN)
+    ambiguous = spark.createDataFrame([], "id string")
+    return chosen, walked, ambiguous
+
+
+def test_a_date_question_becomes_a_comparison_with_a_true_chain_of_another_year(frames):
+    spec = dataclasses.replace(hoax_spec.load_spec(), comparison_share=1.0)
+    # whatever the seeded order of the pool: c2 shares its year, c1 is itself
+    for seed in range(1, 4):
+        assert with_comparisons(*frames, spec, seed=seed).where("candidate_id = 'k1'").first().partner_chain == "c3"
+    rows = {r.candidate_id: r for r in with_comparisons(*frames, spec, seed=5).collect()}
+    asked = rows["k1"]
+    assert asked.pattern == COMPARISON
+    assert "the father of Ann who was born in Rome" in asked.question and "the spouse of Cy" in asked.question
+    roles = {d.option: d.role for d in asked.distractors}
+    # Cy's spouse was born in 1940, before 1950: the near miss without the premise
+    assert roles == {"The spouse of Cy": "near_miss", "The father of Ann who was born in Rome": "distractor",
+                     "Both were born in the same year": "distractor"}
+    assert asked.near_miss_text == "the spouse of Cy"
+    assert asked.partner_sentence == "The spouse of Cy is B3 Name (born 4 March 1940). "
+    # no other chain asks when someone died: the question stays a date question
+    alone = rows["k4"]
+    assert alone.pattern == PATTERN and alone.question.startswith("When did") and alone.near_miss_text == "1 January 1999"
+
+
+def test_comparisons_off_leave_every_question_as_it_was(frames):
+    spec = dataclasses.replace(hoax_spec.load_spec(), comparison_share=0.0)
+    rows = with_comparisons(*frames, spec, seed=5).collect()
+    assert {r.pattern for r in rows} == {PATTERN} and all(r.partner_chain is None for r in rows)
+    assert {r.question for r in rows} == {r.question for r in frames[0].collect()}
+
+
+
+@pytest.mark.slow  # a dozen joins and windows over the graph, planned and run on Spark
+def test_an_intersection_joins_two_facts_that_nothing_satisfies_both_of(spark):
+    """"Which city is both the place where Ann was born and the capital of France?": never
+    two facts whose objects are one, linked by part-of, or where either relation ever gave
+    its subject the other's object (in any rank or time): something could then be both. Each
+    case has its own noun, so its two facts can only pair with each other."""
+    from misbench.claims.stage import resolved_facts
+    from misbench.hoax.intersection import INTERSECTION, intersection_questions
+    from tests.claims.test_stage import labels, triples
+
+    graph = triples(spark, [
+        ("Ann", "P19", "Lyon"), ("FR", "P36", "Paris"),  # two facts: a question
+        ("Bob", "P19", "Rome"), ("IT", "P36", "Rome"),  # one object: Rome is both
+        ("Cy", "P19", "Milan"), ("Cy", "P19", "Turin", "deprecated"), ("PI", "P36", "Turin"),  # Cy's disputed birthplace
+        ("Dee", "P19", "Westminster"), ("Westminster", "P131", "London"), ("UK", "P36", "London"),  # part of
+        ("NO", "P36", "Oslo"), ("NO", "P36", "Bergen", {"end": "1299-01-01"}), ("Eve", "P19", "Bergen"),  # a former capital
+    ])
+    # a noun per case, and an entity of each with no fact, the extra option
+    nouns = {"Lyon": "Q515", "Paris": "Q515", "Nice": "Q515", "Rome": "Q7366", "Pisa": "Q7366",
+             "Milan": "Q3918", "Turin": "Q3918", "Siena": "Q3918", "Westminster": "Q4830453", "London": "Q4830453",
+             "Bath": "Q4830453", "Oslo": "Q11424", "Bergen": "Q11424", "Molde": "Q11424"}
+    names = labels(spark, [(c, c, "a place", [cls]) for c, cls in nouns.items()]
+                   + [(p, p, "a person", ["Q5"]) for p in ("Ann", "Bob", "Cy", "Dee", "Eve")]
+                   + [(c, c, "a country", ["Q6256"]) for c in ("FR", "IT", "PI", "UK", "NO")])
+    spec = dataclasses.replace(hoax_spec.load_spec(), intersection_share=1.0)
+    facts = resolved_facts(graph, spec.properties, "2026-01-01")
+    questions, reasons = intersection_questions(facts, names, spec, seed=3)
+    rows = questions.collect()
+    # one question from the two facts, asked from one side
+    assert [(q.premise_subject, q.premise_property, q.premise_object) for q in rows] in (
+        [("Ann", "P19", "Paris")], [("FR", "P36", "Lyon")])
+    for q in rows:
+        assert q.pattern == q.reasoning_type == INTERSECTION and q.question.startswith("Which city is both ")
+        assert q.premise_proof.statement_ids == q.contradicted_statement_ids == [q.hops[0].statement_id]
+        assert q.options[q.option_roles.index("near_miss")] == q.near_miss == q.premise_object_label
+        assert q.options[q.option_roles.index("context")] == q.hops[0].object_id  # the first fact's object
+        assert sorted(q.options) == ["I do not know", "Lyon", "Nice", "Paris"]
+    assert rows[0].question in ("Which city is both the place where Ann was born and the capital of FR?",
+                                "Which city is both the capital of FR and the place where Ann was born?")
+    assert sorted(r.reason for r in reasons.collect()) == [
+        "kept"] + ["no second fact of the same type"] * 8 + ["the same two facts asked from the other side"]
