@@ -11,6 +11,13 @@ SELECT count(*) AS premise_stated FROM hoax_questions q WHERE q.source = 'wikida
   SELECT 1 FROM triples t WHERE t.subject_id = q.premise_subject AND t.property = q.premise_property
     AND t.object_id = q.premise_object);
 
+-- A premise that holds for the question's subject (any rank, any time): "the capital of X
+-- whose head of government is Y" also reads as X's head of government, and is true where Y is.
+SELECT count(*) AS premise_true_of_subject FROM hoax_questions q WHERE q.source = 'wikidata'
+  AND q.subject_id != q.premise_subject AND EXISTS (
+  SELECT 1 FROM triples t WHERE t.subject_id = q.subject_id AND t.property = q.premise_property
+    AND t.object_id = q.premise_object);
+
 -- A premise whose subject or object is no entity, or whose property the graph never uses.
 SELECT count(*) AS premise_not_real FROM hoax_questions q WHERE q.source = 'wikidata' AND (
   NOT EXISTS (SELECT 1 FROM entities e WHERE e.id = q.premise_subject)

@@ -15,7 +15,9 @@ from misbench.config import ConfigError
 from misbench.hoax import spec as hoax_spec
 from misbench.hoax.answers import answer_schema, json_verdict
 from misbench.hoax.job import run_hoax, run_hoax_import
-from misbench.hoax.stage import IDK, LETTERS, PROOF_FUNCTIONAL, hoax_questions, options_problems
+from misbench.hoax.stage import (
+    IDK, LETTERS, PREMISE_TRUE_OF_SUBJECT, PROOF_FUNCTIONAL, hoax_questions, options_problems,
+)
 from misbench.ingest.job import run_ingest
 from misbench.lake import DeltaRsLake
 from tests.conftest import PROJECT, SLICE_JSON, check_counts, copy_lake, require_slice
@@ -64,7 +66,7 @@ def test_questions_from_the_real_slice_pass_every_check(spark, hoax_lake):
     questions = lake.read("hoax_questions").where("source = 'wikidata'").collect()
     assert report.questions == len(questions) >= 3
     assert violations(spark, lake, run_cfg) == dict.fromkeys(
-        ["premise_stated", "premise_not_real", "contradicts_nothing", "hop_not_stated", "hop_not_unique",
+        ["premise_stated", "premise_true_of_subject", "premise_not_real", "contradicts_nothing", "hop_not_stated", "hop_not_unique",
          "bad_options", "option_names_subject", "idk_unbalanced", "premise_unproven"], 0)
     functional = hoax_spec.load_spec().functional_premises
     for q in questions:
@@ -162,8 +164,15 @@ def test_a_planted_true_premise_a_repeated_option_and_giveaways_are_found(spark,
     planted = planted.withColumn("premise_proof", F.when(F.col("question_id") == second.question_id, F.lit(None))
                                  .otherwise(F.col("premise_proof")))
     lake.write(planted.localCheckpoint(), "hoax_questions", partition_by=["source"])
+    # the third's premise stated of its subject: its description then also reads as true
+    triples = lake.read("triples")
+    of_subject = triples.where(F.col("statement_id") == third.premise_proof.statement_ids[0]) \
+        .withColumn("statement_id", F.lit("planted")).withColumn("subject_id", F.lit(third.subject_id)) \
+        .withColumn("object_id", F.lit(third.premise_object))
+    lake.write(triples.unionByName(of_subject).localCheckpoint(), "triples", partition_by=["value_type"])
     found = violations(spark, lake, hoax_lake[1])
     assert found["premise_stated"] == 1 and found["bad_options"] == 1 and found["option_names_subject"] == 2
+    assert found["premise_true_of_subject"] == 1
     assert found["premise_unproven"] == 2
     # the proofs rest on the configured functional relations: with none of theirs, none holds
     no_functional = violations(spark, lake, hoax_lake[1], functional_premises="P0")
@@ -295,10 +304,10 @@ def test_option_rules():
     assert options_problems(["a", IDK, "c"], 1) == ["3 options, not 4"]
 
 
-def test_a_premise_stated_the_other_way_round_is_not_false(spark, cfg, hoax_lake, tmp_path):
+def test_a_premise_stated_the_other_way_round_or_of_the_subject_is_not_false(spark, cfg, hoax_lake, tmp_path):
     """A premise is checked in both directions (borders, spouses and twin towns are
-    symmetric): once the graph states a question's premise the other way round, the question
-    is no hoax."""
+    symmetric), and of the subject too: once the graph states a question's premise the other
+    way round, or of the subject its clause could also describe, the question is no hoax."""
     root = tmp_path / "lake"
     lake = copy_lake(spark, hoax_lake[1].get("lake.root"), root)
     question = lake.read("hoax_questions").where("source = 'wikidata'").orderBy("question_id").first()
@@ -306,12 +315,22 @@ def test_a_premise_stated_the_other_way_round_is_not_false(spark, cfg, hoax_lake
     reversed_premise = triples.where(F.col("statement_id") == question.premise_proof.statement_ids[0]) \
         .withColumn("statement_id", F.lit("planted")).withColumn("subject_id", F.lit(question.premise_object)) \
         .withColumn("object_id", F.lit(question.premise_subject))
-    lake.write(triples.unionByName(reversed_premise).localCheckpoint(), "triples", partition_by=["value_type"])
+    # and another's premise stated of its subject: "the country where X lies whose head of
+    # government is Y" would also read as X's, which Y then is
+    other = lake.read("hoax_questions").where(f"source = 'wikidata' AND premise_object != '{question.premise_object}'") \
+        .orderBy("question_id").first()
+    of_subject = triples.where(F.col("statement_id") == other.premise_proof.statement_ids[0]) \
+        .withColumn("statement_id", F.lit("planted-2")).withColumn("subject_id", F.lit(other.subject_id)) \
+        .withColumn("object_id", F.lit(other.premise_object))
+    lake.write(triples.unionByName(reversed_premise).unionByName(of_subject).localCheckpoint(), "triples",
+               partition_by=["value_type"])
     report = run_hoax(spark, lake, cfg.with_overrides([f"lake.root={root}"]))
     questions = lake.read("hoax_questions").where("source = 'wikidata'").collect()
-    premise = (question.premise_subject, question.premise_property, question.premise_object)
-    assert premise not in {(q.premise_subject, q.premise_property, q.premise_object) for q in questions}
+    asked = {(q.subject_id, q.premise_subject, q.premise_property, q.premise_object) for q in questions}
+    assert (question.subject_id, question.premise_subject, question.premise_property, question.premise_object) not in asked
+    assert (other.subject_id, other.premise_subject, other.premise_property, other.premise_object) not in asked
     assert report.rejected.get("premise is stated in the graph", 0) >= 1
+    assert report.rejected.get(PREMISE_TRUE_OF_SUBJECT, 0) >= 1
 
 
 def test_chain_options_share_the_second_hop_search_and_drop_the_subjects_name(spark):

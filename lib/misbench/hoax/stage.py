@@ -322,6 +322,7 @@ def _distractors(chosen: DataFrame, by_chain: DataFrame, context: DataFrame, see
 
 
 NOT_TRIED = "premise not tried: past the chain's hoax.premises_tried_per_chain"
+PREMISE_TRUE_OF_SUBJECT = "premise holds for the subject, which the clause could describe"
 
 
 def _early_reason() -> Column:
@@ -406,12 +407,17 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
                           F.col("subject_id").alias("premise_object"))).distinct()
     holders = facts.where((F.col("rank") != "deprecated") & F.col("object_id").isNotNull()).select(
         F.col("subject_id"), F.col("property").alias("first"), F.col("object_id").alias("holder"))
+    # The subject too: "the capital of Grastaia whose head of government is Pedro Gratra" also
+    # reads as Grastaia's head of government, and is then true where he is.
+    holders = holders.unionByName(holders.select("subject_id", "first", F.col("subject_id").alias("holder")).distinct())
     stated_for = (candidates.select("candidate_id", "subject_id", "first", "bridge_id", "premise_property",
                                     "premise_object").where(F.col("premise_object").isNotNull())
                   .join(holders, ["subject_id", "first"])
                   .join(stated, ["holder", "premise_property", "premise_object"])
                   .groupBy("candidate_id").agg(F.max((F.col("holder") == F.col("bridge_id")).cast("int"))
-                                               .alias("stated_for_bridge")))
+                                               .alias("stated_for_bridge"),
+                                               F.max((F.col("holder") == F.col("subject_id")).cast("int"))
+                                               .alias("stated_for_subject")))
     ambiguous = ambiguous_ids(labels)
     candidates = (candidates.join(stated_for, "candidate_id", "left")
                   .join(ambiguous.select(F.col("id").alias("subject_id"), F.lit(True).alias("subject_ambiguous")),
@@ -421,6 +427,7 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
     # The early checks passed in _triage; these are the ones that join the graph.
     checks = (
         F.when(F.col("stated_for_bridge") == 1, F.lit("premise is stated in the graph"))
+        .when(F.col("stated_for_subject") == 1, F.lit(PREMISE_TRUE_OF_SUBJECT))
         .when(F.col("stated_for_bridge") == 0, F.lit("premise holds for another value the first hop had"))
         .when(F.col("subject_ambiguous").isNotNull(), F.lit("subject's name is ambiguous"))
         .when(F.col("object_ambiguous").isNotNull(), F.lit("premise object's name is ambiguous"))
