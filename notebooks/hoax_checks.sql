@@ -101,3 +101,15 @@ WHERE x.kind IS NULL OR x.kind != 'functional: the graph records another value' 
     WHERE t.subject_id = x.premise_subject AND t.property = x.premise_property AND t.rank != 'deprecated'
       AND (t.end_time IS NULL OR (t.end_time != 'somevalue' AND t.end_time > :reference_date))
       AND (t.start_time IS NULL OR t.start_time = 'somevalue' OR t.start_time <= :reference_date)) != 1;
+
+-- An intersection whose first fact's object also meets the second condition (any rank, any
+-- time): it would be both, and the question would have an answer.
+SELECT count(*) AS intersection_both FROM hoax_questions q WHERE q.source = 'wikidata'
+  AND q.pattern = 'intersection' AND EXISTS (
+  SELECT 1 FROM triples t WHERE t.subject_id = q.hops[1].subject_id AND t.property = q.hops[1].property
+    AND t.object_id = q.hops[0].object_id);
+
+-- A comparison whose two dates fall in one year: its option "both in the same year" would be true.
+SELECT count(*) AS comparison_tie FROM hoax_questions q WHERE q.source = 'wikidata'
+  AND q.pattern = 'comparison'
+  AND regexp_extract(q.hops[1].value, '^-?[0-9]+', 0) = regexp_extract(q.hops[3].value, '^-?[0-9]+', 0);

@@ -54,7 +54,7 @@ def test_a_date_question_becomes_a_comparison_with_a_true_chain_of_another_year(
     # Cy's spouse was born in 1940, before 1950: the near miss without the premise
     assert roles == {"The spouse of Cy": "near_miss", "The father of Ann who was born in Rome": "distractor",
                      "Both were born in the same year": "distractor"}
-    assert asked.near_miss_text == "the spouse of Cy"
+    assert asked.near_miss_text == "The spouse of Cy"  # as its option reads
     assert asked.partner_sentence == "The spouse of Cy is B3 Name (born 4 March 1940). "
     # no other chain asks when someone died: the question stays a date question
     alone = rows["k4"]

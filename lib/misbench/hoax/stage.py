@@ -323,6 +323,7 @@ def _distractors(chosen: DataFrame, by_chain: DataFrame, context: DataFrame, see
 
 NOT_TRIED = "premise not tried: past the chain's hoax.premises_tried_per_chain"
 PREMISE_TRUE_OF_SUBJECT = "premise holds for the subject, which the clause could describe"
+PREMISE_UNPROVEN_OF_SUBJECT = "premise not proven false of the subject, which the clause could describe"
 
 
 def _early_reason() -> Column:
@@ -418,6 +419,21 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
                                                .alias("stated_for_bridge"),
                                                F.max((F.col("holder") == F.col("subject_id")).cast("int"))
                                                .alias("stated_for_subject")))
+    # The clause could also describe the subject ("the spouse of Bianca whose father is Dario":
+    # Bianca's father?) where the subject holds the premise's relation or shares a class with
+    # the bridge: then the premise must be proven false of the subject too, by its one current
+    # value of a one-value relation being another.
+    subject_holds = facts.where(F.col("object_id").isNotNull() & (F.col("rank") != "deprecated")).select(
+        "subject_id", F.col("property").alias("premise_property"), F.lit(True).alias("subject_holds")).distinct()
+    subject_value = only_values(facts).where(F.col("object_id").isNotNull()).select(
+        "subject_id", F.col("property").alias("premise_property"), F.col("object_id").alias("subject_value"))
+    candidates = (candidates.join(subject_holds, ["subject_id", "premise_property"], "left")
+                  .join(subject_value, ["subject_id", "premise_property"], "left"))
+    no_types = F.array().cast("array<string>")
+    could_describe_subject = F.coalesce(F.col("subject_holds"), F.lit(False)) | F.arrays_overlap(
+        F.coalesce(F.col("subject_types"), no_types), F.coalesce(F.col("bridge_types"), no_types))
+    proven_of_subject = (F.col("premise_property").isin(list(spec.functional_premises))
+                         & F.col("subject_value").isNotNull() & (F.col("subject_value") != F.col("premise_object")))
     ambiguous = ambiguous_ids(labels)
     candidates = (candidates.join(stated_for, "candidate_id", "left")
                   .join(ambiguous.select(F.col("id").alias("subject_id"), F.lit(True).alias("subject_ambiguous")),
@@ -428,6 +444,7 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
     checks = (
         F.when(F.col("stated_for_bridge") == 1, F.lit("premise is stated in the graph"))
         .when(F.col("stated_for_subject") == 1, F.lit(PREMISE_TRUE_OF_SUBJECT))
+        .when(could_describe_subject & ~proven_of_subject, F.lit(PREMISE_UNPROVEN_OF_SUBJECT))
         .when(F.col("stated_for_bridge") == 0, F.lit("premise holds for another value the first hop had"))
         .when(F.col("subject_ambiguous").isNotNull(), F.lit("subject's name is ambiguous"))
         .when(F.col("object_ambiguous").isNotNull(), F.lit("premise object's name is ambiguous"))
@@ -561,8 +578,9 @@ def with_comparisons(chosen: DataFrame, walked: DataFrame, ambiguous: DataFrame,
     return (rows.withColumn("pattern", F.when(paired, F.lit(COMPARISON)).otherwise(F.col("pattern")))
             .withColumn("question", F.when(paired, question).otherwise(F.col("question")))
             .withColumn("distractors", F.when(paired, distractors).otherwise(F.col("distractors")))
-            .withColumn("near_miss_text", F.when(paired, F.when(partner_first, F.col("partner_description"))
-                                                 .otherwise(F.col("description"))).otherwise(F.col("answer_text")))
+            .withColumn("near_miss_text", F.when(paired, capitalized(F.when(partner_first, F.col("partner_description"))
+                                                             .otherwise(F.col("description"))))
+                        .otherwise(F.col("answer_text")))
             .withColumn("partner_sentence", F.when(paired, partner_sentence))
             .withColumn("bridge_dated", F.when(paired, fill(dated, F.lit(""), F.col("answer_text")))))
 
