@@ -33,26 +33,40 @@ WHERE x.sid IS NULL OR NOT EXISTS (
   SELECT 1 FROM triples t WHERE t.statement_id = x.sid AND t.subject_id = x.premise_subject
     AND t.property = x.premise_property);
 
--- A hop of the question's chain that the graph does not state as a current fact.
+-- A hop of the question's chain that the graph does not state as a current fact, or, for a
+-- hop fixed at a year (hops.at: "the head of state of Stugro in 1994"), as a statement whose
+-- start and end years hold that year.
 SELECT count(*) AS hop_not_stated FROM (
   SELECT h.* FROM hoax_questions LATERAL VIEW explode(hops) AS h WHERE source = 'wikidata') h
 WHERE NOT EXISTS (
   SELECT 1 FROM triples t WHERE t.statement_id = h.statement_id AND t.subject_id = h.subject_id
     AND t.property = h.property AND (t.object_id = h.object_id OR t.value = h.value)
     AND t.rank != 'deprecated'
-    AND (t.end_time IS NULL OR (t.end_time != 'somevalue' AND t.end_time > :reference_date))
-    AND (t.start_time IS NULL OR t.start_time = 'somevalue' OR t.start_time <= :reference_date));
+    AND CASE WHEN h.at IS NULL THEN
+          (t.end_time IS NULL OR (t.end_time != 'somevalue' AND t.end_time > :reference_date))
+          AND (t.start_time IS NULL OR t.start_time = 'somevalue' OR t.start_time <= :reference_date)
+        ELSE coalesce(t.start_time RLIKE '^[0-9]{4}(-[0-9]{2}){0,2}$' AND t.end_time RLIKE '^[0-9]{4}(-[0-9]{2}){0,2}$'
+                      AND CAST(substr(t.start_time, 1, 4) AS INT) <= CAST(h.at AS INT)
+                      AND CAST(substr(t.end_time, 1, 4) AS INT) >= CAST(h.at AS INT), false)
+        END);
 
 -- A hop whose subject has another current value of that property (or an unknown one): the
--- chain would not single out one entity.
+-- chain would not single out one entity. For a hop fixed at a year: another value whose
+-- period could hold that year (a start or end that is missing or unreadable could).
 SELECT count(*) AS hop_not_unique FROM (
   SELECT h.* FROM hoax_questions LATERAL VIEW explode(hops) AS h WHERE source = 'wikidata') h
 WHERE (
   SELECT count(DISTINCT CASE WHEN t.value_type IN ('somevalue', 'novalue') THEN t.value_type
                         ELSE coalesce(t.object_id, t.value) END) FROM triples t
   WHERE t.subject_id = h.subject_id AND t.property = h.property AND t.rank != 'deprecated'
-    AND (t.end_time IS NULL OR (t.end_time != 'somevalue' AND t.end_time > :reference_date))
-    AND (t.start_time IS NULL OR t.start_time = 'somevalue' OR t.start_time <= :reference_date)) != 1;
+    AND CASE WHEN h.at IS NULL THEN
+          (t.end_time IS NULL OR (t.end_time != 'somevalue' AND t.end_time > :reference_date))
+          AND (t.start_time IS NULL OR t.start_time = 'somevalue' OR t.start_time <= :reference_date)
+        ELSE NOT coalesce(t.start_time RLIKE '^[0-9]{4}(-[0-9]{2}){0,2}$'
+                          AND CAST(substr(t.start_time, 1, 4) AS INT) > CAST(h.at AS INT), false)
+          AND NOT coalesce(t.end_time RLIKE '^[0-9]{4}(-[0-9]{2}){0,2}$'
+                           AND CAST(substr(t.end_time, 1, 4) AS INT) < CAST(h.at AS INT), false)
+        END) != 1;
 
 -- Options that repeat (ignoring case and spaces), or "I do not know" not where idk_index says.
 SELECT count(*) AS bad_options FROM hoax_questions

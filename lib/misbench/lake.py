@@ -28,6 +28,7 @@ from typing import Iterator, Mapping, Sequence
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
 from misbench.config import Config, ConfigError
@@ -267,13 +268,26 @@ def write_partition(lake: Lake, df: DataFrame, name: str, source: str) -> None:
     lake.write(df, name, partition_by=["source"], replace_partitions={"source": source})
 
 
+def _has_column(schema, path: str) -> bool:
+    """Whether ``schema`` has the column ``path``; a dotted path reaches into structs and
+    arrays of structs (``hops.at``)."""
+    kind = schema
+    for part in path.split("."):
+        while isinstance(kind, T.ArrayType):
+            kind = kind.elementType
+        if not isinstance(kind, T.StructType) or part not in kind.fieldNames():
+            return False
+        kind = kind[part].dataType
+    return True
+
+
 def drop_older_layout(lake: Lake, name: str, marker_column: str, own_source: str, layout: str,
                       companions: Sequence[str] = ()) -> None:
     """Drop table ``name`` (and ``companions``) where it lacks ``marker_column``: the layout of
     an earlier misbench (``layout`` says which), so the running stage writes it anew. Its
     sources other than ``own_source`` (imported sets) are named in the warning, to import
     again: they cannot be rebuilt from the dump."""
-    if not lake.exists(name) or marker_column in lake.read(name).columns:
+    if not lake.exists(name) or _has_column(lake.read(name).schema, marker_column):
         return
     sources = sorted(r.source for r in lake.read(name).select("source").distinct().collect())
     imported = [s for s in sources if s != own_source]

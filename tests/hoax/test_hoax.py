@@ -164,6 +164,11 @@ def test_a_planted_true_premise_a_repeated_option_and_giveaways_are_found(spark,
     # the second's premise without its proof
     planted = planted.withColumn("premise_proof", F.when(F.col("question_id") == second.question_id, F.lit(None))
                                  .otherwise(F.col("premise_proof")))
+    # the first's first hop, a current fact without a period, said to hold in 1500
+    planted = planted.withColumn("hops", F.when(
+        F.col("question_id") == first.question_id,
+        F.transform("hops", lambda hop, i: F.when(i == 0, hop.withField("at", F.lit("1500"))).otherwise(hop)))
+        .otherwise(F.col("hops")))
     lake.write(planted.localCheckpoint(), "hoax_questions", partition_by=["source"])
     # the third's premise stated of its subject: its description then also reads as true
     triples = lake.read("triples")
@@ -175,6 +180,7 @@ def test_a_planted_true_premise_a_repeated_option_and_giveaways_are_found(spark,
     assert found["premise_stated"] == 1 and found["bad_options"] == 1 and found["option_names_subject"] == 2
     assert found["premise_true_of_subject"] == 1
     assert found["premise_unproven"] == 2
+    assert found["hop_not_stated"] == 1
     # the proofs rest on the configured functional relations: with none of theirs, none holds
     no_functional = violations(spark, lake, hoax_lake[1], functional_premises="P0")
     assert no_functional["premise_unproven"] == questions.where("source = 'wikidata'").count()

@@ -14,12 +14,12 @@ CHOSEN = ("candidate_id string, chain_id string, is_date boolean, second string,
           "distractors array<struct<rank:int,option:string,role:string>>")
 WALKED = ("chain_id string, subject_id string, subject_label string, first string, role string, bridge_id string, "
           "bridge_label string, first_statement string, second string, second_statement string, is_date boolean, "
-          "answer_precision int, answer_value string, answer_text string")
+          "answer_precision int, answer_value string, answer_text string, at_year int")
 
 
 def _chain(chain, subject, bridge, second, value, text, first="P22", role="the father of <S>"):
     return (chain, subject, subject, first, role, bridge, bridge + " Name", f"s-{chain}-1", second, f"s-{chain}-2",
-            True, 11, value, text)
+            True, 11, value, text, None)
 
 
 @pytest.fixture(scope="module")
@@ -110,3 +110,42 @@ def test_an_intersection_joins_two_facts_that_nothing_satisfies_both_of(spark):
                                 "Which city is both the capital of FR and the place where Ann was born?")
     assert sorted(r.reason for r in reasons.collect()) == [
         "kept"] + ["no second fact of the same type"] * 8 + ["the same two facts asked from the other side"]
+
+
+def test_a_former_value_is_a_bridge_at_the_middle_year_only_where_no_other_value_could_hold_it(spark):
+    """"The head of state of S1 in 1993": a statement that ended, asked at the middle year of its
+    period, only where every other statement of the subject and relation has a period that
+    leaves the year out; a deprecated one does not count, an undated one or an unknown value
+    does; so does a year outside the bridge's life."""
+    from misbench.claims.stage import resolved_facts
+    from misbench.hoax.stage import chains, dated_first_hops, spec_frames
+    from tests.claims.test_stage import labels, triples
+
+    graph = triples(spark, [
+        ("S1", "P35", "A", {"start": "1990", "end": "1996-05-01"}),  # 1993
+        ("S1", "P35", "B", {"start": "1996-05-01", "end": "2004"}),  # 2000
+        ("S1", "P35", "C", {"start": "2004"}),  # current
+        ("S1", "P35", "X", "deprecated", {"start": "1992", "end": "1994"}),  # ignored
+        ("S1", "P35", "A", {"start": "1990-02", "end": "1996"}),  # A's term stated twice: one chain
+        ("S2", "P35", "D", {"start": "1980", "end": "1990"}),  # 1985, but E has no start
+        ("S2", "P35", "E", {"end": "1985"}),
+        ("S3", "P26", "F", {"start": "2000", "end": "2001"}),  # a year apart: no year inside
+        ("S4", "P35", "G", {"start": "1970", "end": "1980"}),  # 1975: an unknown value held 1974-1976
+        ("S4", "P35", "?", {"start": "1974", "end": "1976"}),
+        ("S5", "P35", "H", {"start": "2020", "end": "2030"}),  # not ended
+        ("S6", "P17", "I", {"start": "1990", "end": "2000"}),  # not a dated bridge relation
+        ("A", "P569", "1940-02-03"), ("C", "P569", "1950-01-01"),
+        ("S7", "P26", "J", {"start": "1950", "end": "1960"}), ("J", "P570", "1954"),  # 1955: J was dead
+        ("S8", "P26", "K", {"start": "1950", "end": "1960"}), ("K", "P569", "1956"),  # 1955: K not yet born
+        ("S9", "P35", "L", {"start": "1900~", "end": "1990"}),  # a century's precision: no year to take
+    ])
+    spec = hoax_spec.load_spec()
+    dated = dated_first_hops(graph, spec, "2026-01-01")
+    assert sorted((r.subject_id, r.object_id, r.at_year) for r in dated.collect()) == [("S1", "A", 1993), ("S1", "B", 2000)]
+    names = labels(spark, [(e, e, "someone", ["Q5"]) for e in ("A", "B", "C")]
+                   + [("S1", "Stugro", "a country", ["Q6256"])])
+    walked = {r.bridge_id: r for r in chains(resolved_facts(graph, spec.properties, "2026-01-01"), names,
+                                             spec_frames(spark, spec), dated, spec.dated_role).collect()}
+    assert walked["A"].role == "the head of state of <S> in 1993" and walked["A"].at_year == 1993
+    assert walked["C"].role == "the head of state of <S>" and walked["C"].at_year is None
+    assert walked["A"].chain_id != walked["C"].chain_id and set(walked) == {"A", "C"}  # B has no second hop

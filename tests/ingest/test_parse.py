@@ -121,6 +121,18 @@ def test_qualifier_dates_and_ranks_are_kept():
     assert columns[6] == []  # a deprecated P31 is not a type
 
 
+def test_a_qualifier_time_coarser_than_a_year_is_marked_approximate():
+    """A reign that ended "in the 1990s" is not a reign that ended in 1990: readers of the
+    year (dated hoax bridges, periods) must not take it as one."""
+    qualifiers = {"P580": [{"snaktype": "value", "property": "P580",
+                            "datavalue": time_value("+1990-00-00T00:00:00Z", 8)}],
+                  "P582": [{"snaktype": "value", "property": "P582",
+                            "datavalue": time_value("+1996-00-00T00:00:00Z", 9)}]}
+    claims = {"P35": [statement("P35", {"type": "wikibase-entityid", "value": {"id": "Q7"}}, qualifiers=qualifiers)]}
+    _, triples = parse_entity(entity_line(claims), ("en",))
+    assert triples[0][10:12] == ("1990~", "1996")
+
+
 def test_label_language_preference_falls_back():
     line = json.dumps({"type": "item", "id": "Q2", "labels": {
         "de": {"language": "de", "value": "Erde"}, "fr": {"language": "fr", "value": "Terre"}},

@@ -16,7 +16,8 @@ PROOF_FUNCTIONAL = "functional: the graph records another value"
 PROOF = "struct<kind:string,statement_ids:array<string>>"
 # The reason of a chain's question left out by hoax.countries.
 OUTSIDE_COUNTRIES = "country not among hoax.countries"
-HOP = "struct<subject_id:string,property:string,object_id:string,value:string,statement_id:string>"
+# at: the year a hop holds at (a former head of state "in 1994"); null: a current fact.
+HOP = "struct<subject_id:string,property:string,object_id:string,value:string,statement_id:string,at:string>"
 QUESTION_FIELDS = (
     ("question_id", "string"), ("source", "string"), ("pattern", "string"), ("question", "string"),
     ("template_question", "string"), ("reworded", "boolean"), ("options", "array<string>"),

@@ -201,10 +201,10 @@ def _assemble(chosen: DataFrame, spec: HoaxSpec, seed: int, source: str) -> Data
     rows = with_idk_dealt(rows, seed)
     hops = F.array(
         F.struct(F.col("subject_id"), F.col("property"), F.col("object_id"), F.lit(None).cast("string").alias("value"),
-                 F.col("statement_id")),
+                 F.col("statement_id"), F.lit(None).cast("string").alias("at")),
         F.struct(F.col("b_subject_id").alias("subject_id"), F.col("b_property").alias("property"),
                  F.col("b_object_id").alias("object_id"), F.lit(None).cast("string").alias("value"),
-                 F.col("b_statement_id").alias("statement_id")))
+                 F.col("b_statement_id").alias("statement_id"), F.lit(None).cast("string").alias("at")))
     return rows.select(
         "question_id", F.lit(source).alias("source"),
         F.lit(INTERSECTION).alias("pattern"), question.alias("question"), question.alias("template_question"),

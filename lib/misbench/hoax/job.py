@@ -97,6 +97,10 @@ def reword(spark: SparkSession, lake: Lake, cfg: Config, questions: DataFrame,
               .when(~contains_words(F.col("reworded_text"), F.col("premise_object_label")),
                     F.lit("rewording dropped the false premise"))
               .when(~keeps_relation, F.lit("rewording dropped the premise's relation"))
+              # "the head of state of Stugro in 1994": without its year, another person
+              .when(F.exists(F.coalesce(F.col("hops"), F.array()), lambda hop: hop["at"].isNotNull()
+                             & ~contains_words(F.col("reworded_text"), hop["at"])),
+                    F.lit("rewording dropped the year"))
               .when(contains_words(F.col("reworded_text"), F.col("near_miss")),
                     F.lit("rewording names the near miss"))
               .otherwise(F.lit("kept")))
@@ -115,6 +119,7 @@ def replace_old_layout(lake: Lake) -> None:
     """Hoax questions of an earlier misbench (no ``premise_proof``: premises kept because a
     statement was missing) are dropped, so this run writes questions with proofs."""
     drop_older_layout(lake, "hoax_questions", "premise_proof", SOURCE, "premises without a proof")
+    drop_older_layout(lake, "hoax_questions", "hops.at", SOURCE, "hops without the year they hold at")
 
 
 def _rejected(lake: Lake) -> dict[str, int]:
@@ -146,11 +151,12 @@ def run_hoax(spark: SparkSession, lake: Lake, cfg: Config) -> HoaxReport:
     # checkpointed: both patterns join them many times
     facts = resolved_facts(lake.read("triples"), spec.properties, cfg.get("claims.reference_date")).localCheckpoint()
     labels = entity_labels(lake).localCheckpoint()
+    dated_first = stage.dated_first_hops(lake.read("triples"), spec, cfg.get("claims.reference_date"))
     countries = _countries(settings.get("countries"))
     questions, candidates = stage.hoax_questions(facts, labels, stage.spec_frames(spark, spec), spec, seed,
                                                  int(settings["substitute_attempts"]), SOURCE,
                                                  tried_per_chain=int(settings["premises_tried_per_chain"]),
-                                                 countries=countries)
+                                                 countries=countries, dated_first=dated_first)
     intersections, intersection_candidates = intersection.intersection_questions(facts, labels, spec, seed, SOURCE,
                                                                                  countries)
     questions = cached = questions.unionByName(intersections).cache()

@@ -65,6 +65,8 @@ class HoaxSpec:
     comparison_share: float = 0.0  # of the chosen date questions, the share asked as comparisons
     intersection_question: str = ""  # with <T> (the noun), <A> and <B> (the two conditions)
     intersection_share: float = 0.0  # of the conditions on a one-value relation, the share asked
+    dated_bridges: list[str] = field(default_factory=list)  # bridge relations also asked at a past year
+    dated_role: str = "<R> in <Y>"  # a dated bridge's phrase: <R> the bridge's, <Y> the year
 
     @property
     def premise_relations(self) -> list[str]:
@@ -183,6 +185,21 @@ def _intersections(path: Path, listed) -> tuple[str, float]:
     return question, _share(path, "intersections", listed.get("share", 0.0))
 
 
+def _dated_bridges(path: Path, bridges: dict, listed) -> tuple[list[str], str]:
+    """dated_bridges: the bridge relations also asked at a past year, and the phrase (<R>, <Y>)."""
+    if not listed:
+        return [], "<R> in <Y>"
+    relations = listed.get("relations") if isinstance(listed, dict) else None
+    role = listed.get("role", "<R> in <Y>") if isinstance(listed, dict) else None
+    if not isinstance(relations, list) or not isinstance(role, str) or "<R>" not in role or "<Y>" not in role:
+        raise ConfigError(f"{path}: dated_bridges needs relations (a list of bridge relations) and a role "
+                          "with <R> and <Y> (\"<R> in <Y>\")")
+    unknown = [str(r) for r in relations if str(r) not in bridges]
+    if unknown:
+        raise ConfigError(f"{path}: dated_bridges: {', '.join(unknown)} not among bridges")
+    return [str(r) for r in relations], role
+
+
 def load_spec(path: Path | None = None) -> HoaxSpec:
     path = path or conf_dir() / "hoax.yaml"
     data = load_yaml(path)
@@ -245,6 +262,7 @@ def load_spec(path: Path | None = None) -> HoaxSpec:
                                   f"and '{category}'")
     comparisons, comparison_share = _comparisons(path, data.get("date_questions") or {}, data.get("comparisons"))
     intersection_question, intersection_share = _intersections(path, data.get("intersections"))
+    dated_bridges, dated_role = _dated_bridges(path, data.get("bridges") or {}, data.get("dated_bridges"))
     if intersection_share and not set(data.get("bridges") or {}) & set(functional):
         raise ConfigError(f"{path}: intersections need a bridge relation that is a functional premise")
     return HoaxSpec(
@@ -267,4 +285,5 @@ def load_spec(path: Path | None = None) -> HoaxSpec:
         premise_object_roles=_object_roles(path, functional, data.get("premise_object_roles") or {}),
         comparisons=comparisons, comparison_share=comparison_share,
         intersection_question=intersection_question, intersection_share=intersection_share,
+        dated_bridges=dated_bridges, dated_role=dated_role,
     )

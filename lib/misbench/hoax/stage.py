@@ -23,7 +23,8 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from misbench.claims.stage import (
-    KEPT, contains_words, date_text, fill, normalized, precision_years, shifted_date, stable_id, substitutes,
+    KEPT, contains_words, date_text, fill, normalized, period_start, precision_years, shifted_date, stable_id,
+    substitutes,
 )
 from misbench.hoax.common import (  # noqa: F401 (IDK, LETTERS, conform... are also read from here)
     HOP, IDK, LETTERS, OUTSIDE_COUNTRIES, PROOF, PROOF_FUNCTIONAL, QUESTION_FIELDS, QUESTION_SCHEMA, ambiguous_ids,
@@ -70,15 +71,76 @@ def role_pool(relation: str) -> str:
     return f"{ANY_RELATION}{relation}"
 
 
-def chains(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame]) -> DataFrame:
+def _year(value: Column) -> Column:
+    """The year of a canonical time value (1994, 1994-05, 1994-05-03); null where unknown, BCE,
+    five digits or coarser than a year (1990~)."""
+    return F.when(value.rlike(r"^\d{4}(-\d{2}){0,2}$"), F.substring(value, 1, 4).cast("int"))
+
+
+def dated_first_hops(triples: DataFrame, spec: HoaxSpec, reference_date: str) -> DataFrame:
+    """subject_id, property, object_id, statement_id, at_year: statements of
+    ``spec.dated_bridges`` that ended before ``reference_date``, each at the middle year of its
+    period, where that year names one object by the graph: the statement starts and ends in
+    known years at least two apart, and every other statement of its subject and relation
+    (deprecated ones aside, unknown values included) has a start and an end that leave the
+    year out ("the head of state of Stugro in 1994": one person). A statement without a date
+    could hold any year, so it refuses every year of its subject and relation. A year outside
+    the bridge's lifespan (P569, P570) is refused too."""
+    if not spec.dated_bridges:
+        return triples.sparkSession.createDataFrame(
+            [], "subject_id string, property string, object_id string, statement_id string, at_year int")
+    rows = triples.where(F.col("property").isin(list(spec.dated_bridges)) & (F.col("rank") != "deprecated")).select(
+        "subject_id", "property", "object_id", "statement_id", "end_time",
+        _year(F.col("start_time")).alias("start_year"), _year(F.col("end_time")).alias("end_year"))
+    ended = period_start(F.col("end_time")) <= F.lit(str(reference_date))  # as resolved_facts reads it
+    dated = (rows.where(F.col("object_id").isNotNull() & ended
+                        & (F.col("end_year") - F.col("start_year") >= 2))
+             .withColumn("at_year", F.col("start_year") + F.floor((F.col("end_year") - F.col("start_year")) / 2)
+                         .cast("int")))
+    others = rows.select("subject_id", "property", F.col("statement_id").alias("other_statement"),
+                         F.col("object_id").alias("other_object"),
+                         F.col("start_year").alias("other_start"), F.col("end_year").alias("other_end"))
+    # Another value whose period could hold the year (a missing start or end reaches it).
+    covering = (dated.join(others, ["subject_id", "property"])
+                .where((F.col("other_statement") != F.col("statement_id"))
+                       & ~F.coalesce(F.col("other_object") == F.col("object_id"), F.lit(False))
+                       & F.coalesce(F.col("other_start") <= F.col("at_year"), F.lit(True))
+                       & F.coalesce(F.col("other_end") >= F.col("at_year"), F.lit(True)))
+                .select("statement_id").distinct())
+    # A year outside the bridge's life (born after it, dead before it): the graph contradicts
+    # itself there, and the question would read as nonsense.
+    life = triples.where(F.col("property").isin("P569", "P570") & (F.col("rank") != "deprecated")).select(
+        F.col("subject_id").alias("object_id"), "property", _year(F.col("value")).alias("year"))
+    outside = (dated.select("statement_id", "object_id", "at_year").join(life, "object_id")
+               .where(((F.col("property") == "P569") & (F.col("year") > F.col("at_year")))
+                      | ((F.col("property") == "P570") & (F.col("year") < F.col("at_year"))))
+               .select("statement_id").distinct())
+    # One row per object and year: two statements of one term (stated twice) would make two
+    # chains of one id.
+    first_statement = Window.partitionBy("subject_id", "property", "object_id", "at_year").orderBy("statement_id")
+    return (dated.join(covering, "statement_id", "left_anti").join(outside, "statement_id", "left_anti")
+            .withColumn("n", F.row_number().over(first_statement)).where("n = 1")
+            .select("subject_id", "property", "object_id", "statement_id", "at_year"))
+
+
+def chains(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame],
+           dated_first: DataFrame | None = None, dated_role: str = "<R> in <Y>") -> DataFrame:
     """subject --first--> bridge --second--> answer where both hops are the only current value
-    of their (subject, property); the answer an entity or a date."""
+    of their (subject, property); the answer an entity or a date. ``dated_first``
+    (``dated_first_hops``) adds first hops that held at a past year (``at_year``), their
+    bridge's phrase put at that year by ``dated_role``."""
     unique = only_values(facts)
     relations, bridges = frames["relations"], frames["bridges"]
-    first = unique.where(F.col("object_id").isNotNull()).join(
-        F.broadcast(bridges.withColumnRenamed("relation", "property")), "property").select(
+    bridges = F.broadcast(bridges.withColumnRenamed("relation", "property"))
+    first = unique.where(F.col("object_id").isNotNull()).join(bridges, "property").select(
         "subject_id", F.col("property").alias("first"), F.col("object_id").alias("bridge_id"),
-        F.col("statement_id").alias("first_statement"), "role")
+        F.col("statement_id").alias("first_statement"), "role", F.lit(None).cast("int").alias("at_year"))
+    if dated_first is not None:
+        at_role = F.replace(F.replace(F.lit(dated_role), F.lit("<R>"), F.col("role")),
+                            F.lit("<Y>"), F.col("at_year").cast("string"))
+        first = first.unionByName(dated_first.join(bridges, "property").select(
+            "subject_id", F.col("property").alias("first"), F.col("object_id").alias("bridge_id"),
+            F.col("statement_id").alias("first_statement"), at_role.alias("role"), "at_year"))
     second = unique.join(F.broadcast(relations.where(F.col("question").isNotNull())
                                      .withColumnRenamed("relation", "property")), "property") \
         .where(F.when(F.col("is_date"), F.col("value").isNotNull() & F.col("object_id").isNull())
@@ -103,7 +165,9 @@ def chains(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame]) ->
                               F.col("instance_of").alias("answer_types")), "answer_id", "left")
             .withColumn("answer_text", F.when(F.col("is_date"), date_text(F.col("answer_value"), F.col("answer_precision")))
                         .otherwise(F.col("answer_label")))
-            .withColumn("chain_id", stable_id(F.col("subject_id"), "first", "bridge_id", "second")))
+            # the year only where there is one: a current chain's id stays what it was
+            .withColumn("chain_id", stable_id(F.col("subject_id"), "first", "bridge_id", "second",
+                                              F.col("at_year").cast("string"))))
 
 
 def premises(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], bridges: DataFrame,
@@ -370,10 +434,11 @@ def _triage(walked: DataFrame, found: DataFrame, seed: int, tried_per_chain: int
 
 def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], spec: HoaxSpec,
                    seed: int, attempts: int = 16, source: str = "wikidata",
-                   tried_per_chain: int = 3, countries: Sequence[str] | None = None) -> tuple[DataFrame, DataFrame]:
+                   tried_per_chain: int = 3, countries: Sequence[str] | None = None,
+                   dated_first: DataFrame | None = None) -> tuple[DataFrame, DataFrame]:
     """(questions, candidates with their reason). ``facts``: claims' ``resolved_facts`` over
     ``spec.properties``; ``labels``: id, label, description, instance_of, aliases (both
-    checkpointed: they are joined dozens of times);
+    checkpointed: they are joined dozens of times); ``dated_first``: ``dated_first_hops``;
     ``countries``: country ids a question's country must be one of (None: any)."""
     if tried_per_chain < 1:
         raise ValueError(f"hoax.premises_tried_per_chain must be at least 1, not {tried_per_chain}")
@@ -384,7 +449,7 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
     # analyse and optimise their whole lineage again, which took two thirds of a run on a
     # small dump. A local checkpoint is not recomputed if an executor is lost: Spark fails
     # the stage's run, which a rerun repeats whole.
-    walked = chains(facts, labels, frames).localCheckpoint()
+    walked = chains(facts, labels, frames, dated_first, spec.dated_role).localCheckpoint()
     found = premises(facts, labels, frames, walked, spec, seed, attempts).localCheckpoint()
     tried, settled = _triage(walked, found, seed, tried_per_chain)
     # Wide rows for the tried candidates only (a premise is unique per bridge, property, object).
@@ -528,7 +593,8 @@ def with_comparisons(chosen: DataFrame, walked: DataFrame, ambiguous: DataFrame,
     drawn = dated & (F.pmod(seeded_hash(F.col("candidate_id"), seed, COMPARISON), F.lit(1000))
                      < int(round(spec.comparison_share * 1000)))
     by_slot = Window.partitionBy("second").orderBy(seeded_hash(F.col("partner_chain"), seed), "partner_chain")
-    pool = (walked.where(dated & F.col("subject_label").isNotNull() & F.col("bridge_label").isNotNull())
+    pool = (walked.where(dated & F.col("subject_label").isNotNull() & F.col("bridge_label").isNotNull()
+                         & F.col("at_year").isNull())
             .join(ambiguous.select(F.col("id").alias("subject_id")), "subject_id", "left_anti")
             .select("second", F.col("chain_id").alias("partner_chain"), F.col("subject_id").alias("partner_subject"),
                     F.col("first").alias("partner_first"), F.col("bridge_id").alias("partner_bridge"),
@@ -588,8 +654,12 @@ def with_comparisons(chosen: DataFrame, walked: DataFrame, ambiguous: DataFrame,
 def _labels(rows: DataFrame, spec: HoaxSpec) -> DataFrame:
     """The paper's labels of each question: reasoning type, false-premise type, answer type, category."""
     date = F.col("is_date")
+    at_year = F.col("at_year") if "at_year" in rows.columns else F.lit(None)
     geographical = F.col("first_topic").isin(spec.geographical_topics) | F.col("second_topic").isin(spec.geographical_topics)
-    reasoning = F.when(date, F.lit("temporal")).when(geographical, F.lit("geographical")).otherwise(F.lit("bridge entity"))
+    # temporal: a first hop fixed at a year (the paper's time reference in an intermediate
+    # step), or a date asked (the question asks "when")
+    reasoning = F.when(date | at_year.isNotNull(), F.lit("temporal")).when(
+        geographical, F.lit("geographical")).otherwise(F.lit("bridge entity"))
     premise_type = mapping_column(spec.false_premise_types, F.col("premise_answer_type"), F.lit("property"))
     by_class = answer_type_of(F.col("answer_types"), spec)
     answer_type = F.when(date, F.lit("number")).otherwise(F.coalesce(
@@ -615,7 +685,8 @@ def _assemble(chosen: DataFrame, spec: HoaxSpec, seed: int,
     premise_statement = fill(F.col("premise_template"), F.col("bridge_label"), F.col("premise_object_label"))
     first_statement = F.concat(F.initcap(F.substring(fill(F.col("role"), F.col("subject_label")), 1, 1)),
                                F.substring(fill(F.col("role"), F.col("subject_label")), 2, 10_000),
-                               F.lit(" is "), F.col("bridge_label"),
+                               F.when(F.col("at_year").isNull(), F.lit(" is ")).otherwise(F.lit(" was ")),
+                               F.col("bridge_label"),
                                F.coalesce(F.concat(F.lit(" ("), F.col("bridge_dated"), F.lit(")")), F.lit("")),
                                F.lit("."))
     named_values = F.concat_ws(", ", F.concat(F.col("true_labels"), F.transform(
@@ -632,17 +703,18 @@ def _assemble(chosen: DataFrame, spec: HoaxSpec, seed: int,
         F.lit("\", so the question has no answer: the only right option is \"" + IDK + "\"."))
     hops = F.array(
         F.struct(F.col("subject_id"), F.col("first").alias("property"), F.col("bridge_id").alias("object_id"),
-                 F.lit(None).cast("string").alias("value"), F.col("first_statement").alias("statement_id")),
+                 F.lit(None).cast("string").alias("value"), F.col("first_statement").alias("statement_id"),
+                 F.col("at_year").cast("string").alias("at")),
         F.struct(F.col("bridge_id").alias("subject_id"), F.col("second").alias("property"),
                  F.col("answer_id").alias("object_id"), F.col("answer_value").alias("value"),
-                 F.col("second_statement").alias("statement_id")))
+                 F.col("second_statement").alias("statement_id"), F.lit(None).cast("string").alias("at")))
     partner_hops = F.array(
         F.struct(F.col("partner_subject").alias("subject_id"), F.col("partner_first").alias("property"),
                  F.col("partner_bridge").alias("object_id"), F.lit(None).cast("string").alias("value"),
-                 F.col("partner_first_statement").alias("statement_id")),
+                 F.col("partner_first_statement").alias("statement_id"), F.lit(None).cast("string").alias("at")),
         F.struct(F.col("partner_bridge").alias("subject_id"), F.col("second").alias("property"),
                  F.lit(None).cast("string").alias("object_id"), F.col("partner_value").alias("value"),
-                 F.col("partner_second_statement").alias("statement_id")))
+                 F.col("partner_second_statement").alias("statement_id"), F.lit(None).cast("string").alias("at")))
     hops = F.when(comparison, F.concat(hops, partner_hops)).otherwise(hops)
     return conform(rows.select(
         "question_id", F.lit(source).alias("source"), "pattern", "question",

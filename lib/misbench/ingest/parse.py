@@ -137,12 +137,16 @@ UNKNOWN_SNAKS = ("somevalue", "novalue")
 
 def _qualifier_time(qualifiers: dict, prop: str) -> str | None:
     """The qualifier's time as canonical text; ``somevalue`` for an unknown time (an end time
-    that is unknown still says the statement ended)."""
+    that is unknown still says the statement ended). A time coarser than a year (a decade, a
+    century) is its year marked approximate, ``1990~``: read as a year it would claim a
+    precision the graph does not give ("the head of state in 1995" against a reign that
+    ended "in the 1990s"), so readers take it as a time they cannot read."""
     for snak in qualifiers.get(prop) or ():
         if snak.get("snaktype") == "value":
             datavalue = snak.get("datavalue") or {}
             if datavalue.get("type") == "time":
-                return time_text(datavalue["value"])[0]
+                text, precision = time_text(datavalue["value"])
+                return text if precision >= 9 else f"{text}~"
         elif snak.get("snaktype") == "somevalue":
             return "somevalue"
     return None
