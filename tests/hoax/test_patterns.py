@@ -85,14 +85,17 @@ def test_an_intersection_joins_two_facts_that_nothing_satisfies_both_of(spark):
         ("Cy", "P19", "Milan"), ("Cy", "P19", "Turin", "deprecated"), ("PI", "P36", "Turin"),  # Cy's disputed birthplace
         ("Dee", "P19", "Westminster"), ("Westminster", "P131", "London"), ("UK", "P36", "London"),  # part of
         ("NO", "P36", "Oslo"), ("NO", "P36", "Bergen", {"end": "1299-01-01"}), ("Eve", "P19", "Bergen"),  # a former capital
+        ("Gil", "P19", "Brixton"), ("Brixton", "P131", "Lambeth"), ("Lambeth", "P131", "Londres"),  # inside, two steps
+        ("GB", "P36", "Londres"),
     ])
     # a noun per case, and an entity of each with no fact, the extra option
     nouns = {"Lyon": "Q515", "Paris": "Q515", "Nice": "Q515", "Rome": "Q7366", "Pisa": "Q7366",
              "Milan": "Q3918", "Turin": "Q3918", "Siena": "Q3918", "Westminster": "Q4830453", "London": "Q4830453",
-             "Bath": "Q4830453", "Oslo": "Q11424", "Bergen": "Q11424", "Molde": "Q11424"}
+             "Bath": "Q4830453", "Oslo": "Q11424", "Bergen": "Q11424", "Molde": "Q11424",
+             "Brixton": "Q571", "Londres": "Q571", "Leeds": "Q571"}
     names = labels(spark, [(c, c, "a place", [cls]) for c, cls in nouns.items()]
-                   + [(p, p, "a person", ["Q5"]) for p in ("Ann", "Bob", "Cy", "Dee", "Eve")]
-                   + [(c, c, "a country", ["Q6256"]) for c in ("FR", "IT", "PI", "UK", "NO")])
+                   + [(p, p, "a person", ["Q5"]) for p in ("Ann", "Bob", "Cy", "Dee", "Eve", "Gil")]
+                   + [(c, c, "a country", ["Q6256"]) for c in ("FR", "IT", "PI", "UK", "NO", "GB")])
     spec = dataclasses.replace(hoax_spec.load_spec(), intersection_share=1.0)
     facts = resolved_facts(graph, spec.properties, "2026-01-01")
     questions, reasons = intersection_questions(facts, names, spec, seed=3)
@@ -109,7 +112,7 @@ def test_an_intersection_joins_two_facts_that_nothing_satisfies_both_of(spark):
     assert rows[0].question in ("Which city is both the place where Ann was born and the capital of FR?",
                                 "Which city is both the capital of FR and the place where Ann was born?")
     assert sorted(r.reason for r in reasons.collect()) == [
-        "kept"] + ["no second fact of the same type"] * 8 + ["the same two facts asked from the other side"]
+        "kept"] + ["no second fact of the same type"] * 10 + ["the same two facts asked from the other side"]
 
 
 def test_a_former_value_is_a_bridge_at_the_middle_year_only_where_no_other_value_could_hold_it(spark):

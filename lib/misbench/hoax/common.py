@@ -7,7 +7,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from misbench.claims.stage import KEPT, normalized
-from misbench.hoax.spec import HoaxSpec
+from misbench.hoax.spec import CONTAINMENT, HoaxSpec
 
 IDK = "I do not know"
 LETTERS = ("A", "B", "C", "D")
@@ -37,6 +37,24 @@ def conform(questions: DataFrame) -> DataFrame:
     have = set(questions.columns)
     return questions.select(*[(F.col(name) if name in have else F.lit(None)).cast(kind).alias(name)
                               for name, kind in QUESTION_FIELDS])
+
+
+# How many part-of steps apart two entities may be and still count as one inside the other:
+# a district, its city, its region, its country.
+CONTAINMENT_DEPTH = 3
+
+
+def containment_links(facts: DataFrame, depth: int = CONTAINMENT_DEPTH) -> DataFrame:
+    """a, b: ``a`` lies inside ``b`` by up to ``depth`` part-of statements (CONTAINMENT, in
+    any rank or time): Westminster in London, in England, in the United Kingdom. Distinct."""
+    direct = facts.where(F.col("property").isin(list(CONTAINMENT)) & F.col("object_id").isNotNull()).select(
+        F.col("subject_id").alias("a"), F.col("object_id").alias("b")).where(F.col("a") != F.col("b")).distinct()
+    reached, step = direct, direct
+    for _ in range(depth - 1):
+        step = step.join(direct.select(F.col("a").alias("b"), F.col("b").alias("next")), "b").select(
+            "a", F.col("next").alias("b")).where(F.col("a") != F.col("b")).distinct()
+        reached = reached.unionByName(step)
+    return reached.distinct()
 
 
 def seeded_hash(*parts) -> Column:

@@ -17,9 +17,9 @@ from pyspark.sql import functions as F
 from misbench.claims.stage import KEPT, contains_words, fill, normalized, stable_id
 from misbench.hoax.common import (
     IDK, LETTERS, OUTSIDE_COUNTRIES, PROOF_FUNCTIONAL, ambiguous_ids, answer_type_of, capitalized, class_category,
-    conform, mapping_column, not_true, only_values, seeded_hash, with_country, with_idk_dealt,
+    conform, containment_links, mapping_column, not_true, only_values, seeded_hash, with_country, with_idk_dealt,
 )
-from misbench.hoax.spec import CONTAINMENT, HoaxSpec
+from misbench.hoax.spec import HoaxSpec
 
 INTERSECTION = "intersection"
 # Pool positions tried for the second fact and the extra distractor.
@@ -84,8 +84,7 @@ def intersection_questions(facts: DataFrame, labels: DataFrame, spec: HoaxSpec, 
              .withColumn("slot", F.pmod(seeded_hash(F.col("candidate_id"), seed) + F.col("attempt"), F.col("pool_size")))
              .join(pool, ["noun", "slot"]))
     statements = facts.where(F.col("object_id").isNotNull()).select("subject_id", "property", "object_id")
-    links = facts.where(F.col("property").isin(list(CONTAINMENT)) & F.col("object_id").isNotNull()).select(
-        F.col("subject_id").alias("a"), F.col("object_id").alias("b"))
+    links = containment_links(facts)
     linked = links.unionByName(links.select(F.col("b").alias("a"), F.col("a").alias("b"))).distinct()
     # Either condition stated, in any rank or time, for the other's object: both would hold.
     stated_first = statements.select(F.col("subject_id"), "property", F.col("object_id").alias("b_object_id"),

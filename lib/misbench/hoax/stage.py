@@ -28,10 +28,10 @@ from misbench.claims.stage import (
 )
 from misbench.hoax.common import (  # noqa: F401 (IDK, LETTERS, conform... are also read from here)
     HOP, IDK, LETTERS, OUTSIDE_COUNTRIES, PROOF, PROOF_FUNCTIONAL, QUESTION_FIELDS, QUESTION_SCHEMA, ambiguous_ids,
-    answer_type_of, capitalized, class_category, conform, mapping_column, not_true, only_values, seeded_hash,
-    with_country, with_idk_dealt,
+    answer_type_of, capitalized, class_category, conform, containment_links, mapping_column, not_true, only_values,
+    seeded_hash, with_country, with_idk_dealt,
 )
-from misbench.hoax.spec import CONTAINMENT, HoaxSpec
+from misbench.hoax.spec import HoaxSpec
 
 PATTERN = "bridge"
 # A chosen date question asked instead as which of two comes first (with_comparisons): its
@@ -221,9 +221,9 @@ def premises(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], 
         F.array(F.col("cls")).alias("instance_of"), F.lit(None).cast("array<string>").alias("aliases"))
     labels = typed.drop("cls").unionByName(outside)
     # A false object must not contain or sit inside the true value (born in Westminster, not
-    # London; a country inside the United Kingdom): the graph's part-of links, either way.
-    links = facts.where(F.col("property").isin(list(CONTAINMENT)) & F.col("object_id").isNotNull()).select(
-        F.col("subject_id").alias("a"), F.col("object_id").alias("b"))
+    # London; a country inside the United Kingdom): the graph's part-of links, either way,
+    # through up to CONTAINMENT_DEPTH steps (a district is inside its country too).
+    links = containment_links(facts).localCheckpoint()
     # checkpointed: it feeds both the unmatched claims and the union below
     found = substitutes(claims, facts, labels, seed, attempts, wanted=3, links=links).localCheckpoint()
     # Where no other object of the relation fits (a small graph: one capital, one head of
