@@ -43,8 +43,8 @@ WHERE NOT EXISTS (
     AND t.property = h.property AND (t.object_id = h.object_id OR t.value = h.value)
     AND t.rank != 'deprecated'
     AND CASE WHEN h.at IS NULL THEN
-          (t.end_time IS NULL OR (t.end_time != 'somevalue' AND t.end_time > :reference_date))
-          AND (t.start_time IS NULL OR t.start_time = 'somevalue' OR t.start_time <= :reference_date)
+          (t.end_time IS NULL OR (t.end_time != 'somevalue' AND regexp_replace(t.end_time, '~$', '') > :reference_date))
+          AND (t.start_time IS NULL OR t.start_time = 'somevalue' OR regexp_replace(t.start_time, '~$', '') <= :reference_date)
         ELSE coalesce(t.start_time RLIKE '^[0-9]{4}(-[0-9]{2}){0,2}$' AND t.end_time RLIKE '^[0-9]{4}(-[0-9]{2}){0,2}$'
                       AND CAST(substr(t.start_time, 1, 4) AS INT) <= CAST(h.at AS INT)
                       AND CAST(substr(t.end_time, 1, 4) AS INT) >= CAST(h.at AS INT), false)
@@ -60,8 +60,8 @@ WHERE (
                         ELSE coalesce(t.object_id, t.value) END) FROM triples t
   WHERE t.subject_id = h.subject_id AND t.property = h.property AND t.rank != 'deprecated'
     AND CASE WHEN h.at IS NULL THEN
-          (t.end_time IS NULL OR (t.end_time != 'somevalue' AND t.end_time > :reference_date))
-          AND (t.start_time IS NULL OR t.start_time = 'somevalue' OR t.start_time <= :reference_date)
+          (t.end_time IS NULL OR (t.end_time != 'somevalue' AND regexp_replace(t.end_time, '~$', '') > :reference_date))
+          AND (t.start_time IS NULL OR t.start_time = 'somevalue' OR regexp_replace(t.start_time, '~$', '') <= :reference_date)
         ELSE NOT coalesce(t.start_time RLIKE '^[0-9]{4}(-[0-9]{2}){0,2}$'
                           AND CAST(substr(t.start_time, 1, 4) AS INT) > CAST(h.at AS INT), false)
           AND NOT coalesce(t.end_time RLIKE '^[0-9]{4}(-[0-9]{2}){0,2}$'
@@ -107,14 +107,14 @@ WHERE x.kind IS NULL OR x.kind != 'functional: the graph records another value' 
   OR NOT EXISTS (
     SELECT 1 FROM triples t WHERE t.statement_id = x.sid AND t.subject_id = x.premise_subject
       AND t.property = x.premise_property AND t.object_id != x.premise_object AND t.rank != 'deprecated'
-      AND (t.end_time IS NULL OR (t.end_time != 'somevalue' AND t.end_time > :reference_date))
-      AND (t.start_time IS NULL OR t.start_time = 'somevalue' OR t.start_time <= :reference_date))
+      AND (t.end_time IS NULL OR (t.end_time != 'somevalue' AND regexp_replace(t.end_time, '~$', '') > :reference_date))
+      AND (t.start_time IS NULL OR t.start_time = 'somevalue' OR regexp_replace(t.start_time, '~$', '') <= :reference_date))
   OR (
     SELECT count(DISTINCT CASE WHEN t.value_type IN ('somevalue', 'novalue') THEN t.value_type
                           ELSE t.object_id END) FROM triples t
     WHERE t.subject_id = x.premise_subject AND t.property = x.premise_property AND t.rank != 'deprecated'
-      AND (t.end_time IS NULL OR (t.end_time != 'somevalue' AND t.end_time > :reference_date))
-      AND (t.start_time IS NULL OR t.start_time = 'somevalue' OR t.start_time <= :reference_date)) != 1;
+      AND (t.end_time IS NULL OR (t.end_time != 'somevalue' AND regexp_replace(t.end_time, '~$', '') > :reference_date))
+      AND (t.start_time IS NULL OR t.start_time = 'somevalue' OR regexp_replace(t.start_time, '~$', '') <= :reference_date)) != 1;
 
 -- An intersection whose first fact's object also meets the second condition (any rank, any
 -- time): it would be both, and the question would have an answer.

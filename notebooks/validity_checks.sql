@@ -18,8 +18,8 @@ WHERE c.subject_id IN (k.object_id, k.irrelevant_id);
 SELECT count(*) AS ended_facts FROM claims c WHERE c.hop = 1 AND NOT EXISTS (
   SELECT 1 FROM triples t WHERE t.subject_id = c.subject_id AND t.property = c.relation
     AND t.object_id = c.object_id AND t.rank != 'deprecated'
-    AND (t.end_time IS NULL OR (t.end_time != 'somevalue' AND t.end_time > :reference_date))
-    AND (t.start_time IS NULL OR t.start_time = 'somevalue' OR t.start_time <= :reference_date));
+    AND (t.end_time IS NULL OR (t.end_time != 'somevalue' AND regexp_replace(t.end_time, '~$', '') > :reference_date))
+    AND (t.start_time IS NULL OR t.start_time = 'somevalue' OR regexp_replace(t.start_time, '~$', '') <= :reference_date));
 
 -- A one-hop claim whose subject and relation also have an "unknown value" / "no value" statement.
 SELECT count(*) AS unknown_beside FROM claims c WHERE c.hop = 1 AND EXISTS (

@@ -145,6 +145,11 @@ def test_hoax_questions_of_every_reasoning_type(spark, cfg, synthetic):
         assert q.reasoning_type == "intersection" and len(q.hops) == 2 and q.hops[0].object_id != q.hops[1].object_id
         assert q.premise_subject == q.hops[0].subject_id and q.premise_object == q.hops[1].object_id
         assert q.premise_proof.statement_ids == [q.hops[0].statement_id]
+    # dated bridges: a former value at a year inside its period, said in the description
+    dated = [q for q in questions if q.hops[0].at is not None]
+    assert dated and all(q.reasoning_type in ("temporal", "comparison") for q in dated)
+    for q in dated:
+        assert f" in {q.hops[0].at} " in q.question and f" in {q.hops[0].at} was " in q.explanation
     assert len({q.premise_property for q in questions}) >= 4
     assert max(report.idk_positions.values()) - min(report.idk_positions.values()) <= \
         len({(q.reasoning_type, q.asked_property) for q in questions})

@@ -119,7 +119,7 @@ def test_a_former_value_is_a_bridge_at_the_middle_year_only_where_no_other_value
     """"The head of state of S1 in 1993": a statement that ended, asked at the middle year of its
     period, only where every other statement of the subject and relation has a period that
     leaves the year out; a deprecated one does not count, an undated one or an unknown value
-    does; so does a year outside the bridge's life."""
+    does; so does a year outside the bridge's life (a birth in the 1950s could be after 1955)."""
     from misbench.claims.stage import resolved_facts
     from misbench.hoax.stage import chains, dated_first_hops, spec_frames
     from tests.claims.test_stage import labels, triples
@@ -141,14 +141,41 @@ def test_a_former_value_is_a_bridge_at_the_middle_year_only_where_no_other_value
         ("S7", "P26", "J", {"start": "1950", "end": "1960"}), ("J", "P570", "1954"),  # 1955: J was dead
         ("S8", "P26", "K", {"start": "1950", "end": "1960"}), ("K", "P569", "1956"),  # 1955: K not yet born
         ("S9", "P35", "L", {"start": "1900~", "end": "1990"}),  # a century's precision: no year to take
+        ("S10", "P26", "M", {"start": "1950", "end": "1960"}), ("M", "P569", "1950", "normal", 8),  # born in the 1950s
+        ("S11", "P26", "N", {"start": "1950", "end": "1960"}), ("S11", "P26", "N", {"start": "1980", "end": "1990"}),
     ])
     spec = hoax_spec.load_spec()
     dated = dated_first_hops(graph, spec, "2026-01-01")
-    assert sorted((r.subject_id, r.object_id, r.at_year) for r in dated.collect()) == [("S1", "A", 1993), ("S1", "B", 2000)]
+    assert sorted((r.subject_id, r.object_id, r.at_year) for r in dated.collect()) == [
+        ("S1", "A", 1993), ("S1", "B", 2000), ("S11", "N", 1955)]  # one year per person: the first statement's
     names = labels(spark, [(e, e, "someone", ["Q5"]) for e in ("A", "B", "C")]
                    + [("S1", "Stugro", "a country", ["Q6256"])])
-    walked = {r.bridge_id: r for r in chains(resolved_facts(graph, spec.properties, "2026-01-01"), names,
-                                             spec_frames(spark, spec), dated, spec.dated_role).collect()}
+    rows = chains(resolved_facts(graph, spec.properties, "2026-01-01"), names, spec_frames(spark, spec), dated,
+                  spec.dated_role).collect()
+    assert len(rows) == 2
+    walked = {r.bridge_id: r for r in rows}
     assert walked["A"].role == "the head of state of <S> in 1993" and walked["A"].at_year == 1993
     assert walked["C"].role == "the head of state of <S>" and walked["C"].at_year is None
     assert walked["A"].chain_id != walked["C"].chain_id and set(walked) == {"A", "C"}  # B has no second hop
+
+
+def test_part_of_links_go_upward_through_three_places_then_a_country_never_between_siblings(spark):
+    """Westminster in London in England in the UK: linked through every step, a contains
+    statement read the other way; two districts of one city are not inside each other, and
+    nothing walks down from a country to everything in it."""
+    from misbench.claims.stage import resolved_facts
+    from misbench.hoax.common import containment_links
+    from tests.claims.test_stage import triples
+
+    graph = triples(spark, [
+        ("Soho", "P131", "Westminster"), ("Westminster", "P131", "London"), ("England", "P150", "London"),
+        ("England", "P361", "UK"), ("Soho", "P17", "UK"), ("Camden", "P131", "London"), ("Camden", "P17", "UK"),
+        ("Paris", "P17", "FR"),
+    ])
+    facts = resolved_facts(graph, hoax_spec.load_spec().properties, "2026-01-01")
+    links = {(r.a, r.b) for r in containment_links(facts).collect()}
+    assert {("Soho", "Westminster"), ("Soho", "London"), ("Soho", "England"), ("Soho", "UK"),
+            ("Westminster", "UK"), ("London", "England"), ("Camden", "England")} <= links
+    assert not {("Soho", "Camden"), ("Camden", "Soho"), ("Camden", "Westminster"), ("Paris", "UK"),
+                ("UK", "Soho"), ("London", "Soho")} & links
+    assert ("Westminster", "Soho") not in links and all(a != b for a, b in links)

@@ -176,6 +176,7 @@ def test_a_category_comes_from_the_answers_class_then_the_subjects_then_the_rela
         ("q4", ["Q6256"], ["Q5"], "P27", "Identity", "country", False),      # no class: the topic
     ], "candidate_id string, answer_types array<string>, subject_types array<string>, second string, "
        "second_topic string, second_answer_type string, is_date boolean").withColumn(
-        "first_topic", F.lit("Family")).withColumn("premise_answer_type", F.lit("person"))
+        "first_topic", F.lit("Family")).withColumn("premise_answer_type", F.lit("person")) \
+        .withColumn("at_year", F.lit(None).cast("int"))
     got = {r.candidate_id: r.category for r in _labels(rows, spec).collect()}
     assert got == {"q1": "food", "q2": "entertainment", "q3": "history", "q4": "geography", "q5": "food"}

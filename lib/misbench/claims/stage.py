@@ -170,11 +170,11 @@ def shifted_date(value: Column, precision: Column, years: Column) -> Column:
 
 def period_start(value: Column) -> Column:
     """A canonical time value as the first day of its period, ``yyyy-MM-dd`` text that sorts
-    as dates do (1952 -> 1952-01-01); null for BCE and five-digit years. Text, not DATE:
-    no value can make the cast fail."""
+    as dates do (1952 -> 1952-01-01; a decade or century qualifier, 1990~, -> 1990-01-01);
+    null for BCE and five-digit years. Text, not DATE: no value can make the cast fail."""
     return (F.when(value.rlike(r"^\d{4}-\d{2}-\d{2}$"), value)
             .when(value.rlike(r"^\d{4}-\d{2}$"), F.concat(value, F.lit("-01")))
-            .when(value.rlike(r"^\d{4}$"), F.concat(value, F.lit("-01-01"))))
+            .when(value.rlike(r"^\d{4}~?$"), F.concat(F.substring(value, 1, 4), F.lit("-01-01"))))
 
 
 # --------------------------------------------------------------------------------------------

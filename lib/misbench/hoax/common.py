@@ -7,7 +7,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from misbench.claims.stage import KEPT, normalized
-from misbench.hoax.spec import CONTAINMENT, HoaxSpec
+from misbench.hoax.spec import CONTAINMENT, CONTAINS, COUNTRY, HoaxSpec
 
 IDK = "I do not know"
 LETTERS = ("A", "B", "C", "D")
@@ -39,22 +39,36 @@ def conform(questions: DataFrame) -> DataFrame:
                               for name, kind in QUESTION_FIELDS])
 
 
-# How many part-of steps apart two entities may be and still count as one inside the other:
-# a district, its city, its region, its country.
+# How many part-of steps apart two entities may be and still count as one inside the other
+# (a district, its city, its region, its country), and then a country statement.
 CONTAINMENT_DEPTH = 3
 
 
 def containment_links(facts: DataFrame, depth: int = CONTAINMENT_DEPTH) -> DataFrame:
     """a, b: ``a`` lies inside ``b`` by up to ``depth`` part-of statements (CONTAINMENT, in
-    any rank or time): Westminster in London, in England, in the United Kingdom. Distinct."""
-    direct = facts.where(F.col("property").isin(list(CONTAINMENT)) & F.col("object_id").isNotNull()).select(
-        F.col("subject_id").alias("a"), F.col("object_id").alias("b")).where(F.col("a") != F.col("b")).distinct()
-    reached, step = direct, direct
+    any rank or time) and then perhaps a country (P17): Westminster in London, in England, in
+    the United Kingdom. Distinct.
+
+    The walk goes upward only (a contains-statement, P150 or P527, read the other way), so
+    each step follows the few places a place lies in: never down into a country's regions,
+    which would link siblings. The country (P17) only ends a chain: walking through it would
+    fan out over every entity of that country."""
+    stated = facts.where(F.col("property").isin(list(CONTAINMENT)) & F.col("object_id").isNotNull())
+    inside = F.col("property").isin(list(CONTAINS))
+    upward = stated.select(F.when(inside, F.col("object_id")).otherwise(F.col("subject_id")).alias("a"),
+                           F.when(inside, F.col("subject_id")).otherwise(F.col("object_id")).alias("b"),
+                           (F.col("property") == COUNTRY).alias("country")).where(F.col("a") != F.col("b"))
+    parts = upward.where(~F.col("country")).select("a", "b").distinct()
+    countries = upward.where(F.col("country")).select("a", "b").distinct()
+    reached, step = parts, parts
     for _ in range(depth - 1):
-        step = step.join(direct.select(F.col("a").alias("b"), F.col("b").alias("next")), "b").select(
+        step = step.join(parts.select(F.col("a").alias("b"), F.col("b").alias("next")), "b").select(
             "a", F.col("next").alias("b")).where(F.col("a") != F.col("b")).distinct()
         reached = reached.unionByName(step)
-    return reached.distinct()
+    # then a country, from the entity itself or from any place it lies in
+    via_country = reached.join(countries.select(F.col("a").alias("b"), F.col("b").alias("next")), "b").select(
+        "a", F.col("next").alias("b"))
+    return reached.unionByName(countries).unionByName(via_country).where(F.col("a") != F.col("b")).distinct()
 
 
 def seeded_hash(*parts) -> Column:

@@ -52,9 +52,10 @@ def _fact_rows(facts: DataFrame, labels: DataFrame, spec: HoaxSpec) -> DataFrame
 
 
 def intersection_questions(facts: DataFrame, labels: DataFrame, spec: HoaxSpec, seed: int,
-                           source: str = "wikidata", countries=None) -> tuple[DataFrame, DataFrame]:
-    """(questions, candidates with their reason and pattern). ``facts`` and ``labels`` as
-    ``stage.hoax_questions`` takes them. Both facts are on one-value relations: the first's
+                           source: str = "wikidata", countries=None,
+                           containment: DataFrame | None = None) -> tuple[DataFrame, DataFrame]:
+    """(questions, candidates with their reason and pattern). ``facts``, ``labels`` and
+    ``containment`` as ``stage.hoax_questions`` takes them. Both facts are on one-value relations: the first's
     proves the premise false, the second's that its object is the only thing the second
     condition names (on an open list, such as the country of a mountain, the first object
     could also be the second's). A drawn share (``spec.intersection_share``) of the facts
@@ -84,7 +85,7 @@ def intersection_questions(facts: DataFrame, labels: DataFrame, spec: HoaxSpec, 
              .withColumn("slot", F.pmod(seeded_hash(F.col("candidate_id"), seed) + F.col("attempt"), F.col("pool_size")))
              .join(pool, ["noun", "slot"]))
     statements = facts.where(F.col("object_id").isNotNull()).select("subject_id", "property", "object_id")
-    links = containment_links(facts)
+    links = containment if containment is not None else containment_links(facts)
     linked = links.unionByName(links.select(F.col("b").alias("a"), F.col("a").alias("b"))).distinct()
     # Either condition stated, in any rank or time, for the other's object: both would hold.
     stated_first = statements.select(F.col("subject_id"), "property", F.col("object_id").alias("b_object_id"),

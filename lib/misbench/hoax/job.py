@@ -152,13 +152,15 @@ def run_hoax(spark: SparkSession, lake: Lake, cfg: Config) -> HoaxReport:
     facts = resolved_facts(lake.read("triples"), spec.properties, cfg.get("claims.reference_date")).localCheckpoint()
     labels = entity_labels(lake).localCheckpoint()
     dated_first = stage.dated_first_hops(lake.read("triples"), spec, cfg.get("claims.reference_date"))
+    containment = stage.containment_links(facts).localCheckpoint()  # both patterns' part-of test
     countries = _countries(settings.get("countries"))
     questions, candidates = stage.hoax_questions(facts, labels, stage.spec_frames(spark, spec), spec, seed,
                                                  int(settings["substitute_attempts"]), SOURCE,
                                                  tried_per_chain=int(settings["premises_tried_per_chain"]),
-                                                 countries=countries, dated_first=dated_first)
+                                                 countries=countries, dated_first=dated_first,
+                                                 containment=containment)
     intersections, intersection_candidates = intersection.intersection_questions(facts, labels, spec, seed, SOURCE,
-                                                                                 countries)
+                                                                                 countries, containment)
     questions = cached = questions.unionByName(intersections).cache()
     stats = stage.hoax_stats(candidates.select("pattern", "reason").unionByName(
         intersection_candidates.select("pattern", "reason")), SOURCE)

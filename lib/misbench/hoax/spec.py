@@ -15,6 +15,11 @@ ANSWER_TYPES = ("person", "location", "event", "number", "common noun")
 # Part-of relations (located in, part of, contains, country, has part): a false premise object
 # linked to the true value by one is no false object (born in Westminster, not London).
 CONTAINMENT = ("P131", "P361", "P150", "P17", "P527")
+# Of those, the ones whose object lies inside the subject (a country contains its regions).
+CONTAINS = ("P150", "P527")
+# The one that only ends a chain of part-of links: most entities state a country, so a walk
+# through it would fan out over every entity of a country.
+COUNTRY = "P17"
 CATEGORIES = ("food", "sports", "geography", "education", "history", "entertainment", "religion",
               "science & technology", "arts & literature", "holidays & leisure")
 

@@ -109,15 +109,18 @@ def dated_first_hops(triples: DataFrame, spec: HoaxSpec, reference_date: str) ->
                 .select("statement_id").distinct())
     # A year outside the bridge's life (born after it, dead before it): the graph contradicts
     # itself there, and the question would read as nonsense.
+    # A date of a decade or a century ("1950" at precision 8) could be any year of it: the
+    # latest birth and the earliest death it allows are what count.
     life = triples.where(F.col("property").isin("P569", "P570") & (F.col("rank") != "deprecated")).select(
-        F.col("subject_id").alias("object_id"), "property", _year(F.col("value")).alias("year"))
+        F.col("subject_id").alias("object_id"), "property", _year(F.col("value")).alias("year"),
+        precision_years(F.coalesce(F.col("time_precision"), F.lit(11))).alias("span"))
     outside = (dated.select("statement_id", "object_id", "at_year").join(life, "object_id")
-               .where(((F.col("property") == "P569") & (F.col("year") > F.col("at_year")))
+               .where(((F.col("property") == "P569") & (F.col("year") + F.col("span") - 1 > F.col("at_year")))
                       | ((F.col("property") == "P570") & (F.col("year") < F.col("at_year"))))
                .select("statement_id").distinct())
-    # One row per object and year: two statements of one term (stated twice) would make two
-    # chains of one id.
-    first_statement = Window.partitionBy("subject_id", "property", "object_id", "at_year").orderBy("statement_id")
+    # One row per object: a term stated twice (1989-1996 and 1990-1996) would make two
+    # questions of one person, and two terms of one person ask the same thing twice.
+    first_statement = Window.partitionBy("subject_id", "property", "object_id").orderBy("statement_id")
     return (dated.join(covering, "statement_id", "left_anti").join(outside, "statement_id", "left_anti")
             .withColumn("n", F.row_number().over(first_statement)).where("n = 1")
             .select("subject_id", "property", "object_id", "statement_id", "at_year"))
@@ -171,7 +174,7 @@ def chains(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame],
 
 
 def premises(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], bridges: DataFrame,
-             spec: HoaxSpec, seed: int, attempts: int) -> DataFrame:
+             spec: HoaxSpec, seed: int, attempts: int, containment: DataFrame | None = None) -> DataFrame:
     """Per bridge entity and premise relation: the bridge's recorded values (what a premise
     contradicts), the proof that a premise on it is false, and up to three false objects of
     the same type (claims' ``substitutes``: never a value the graph gives it, in any rank or
@@ -223,7 +226,7 @@ def premises(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], 
     # A false object must not contain or sit inside the true value (born in Westminster, not
     # London; a country inside the United Kingdom): the graph's part-of links, either way,
     # through up to CONTAINMENT_DEPTH steps (a district is inside its country too).
-    links = containment_links(facts).localCheckpoint()
+    links = containment if containment is not None else containment_links(facts).localCheckpoint()
     # checkpointed: it feeds both the unmatched claims and the union below
     found = substitutes(claims, facts, labels, seed, attempts, wanted=3, links=links).localCheckpoint()
     # Where no other object of the relation fits (a small graph: one capital, one head of
@@ -435,10 +438,12 @@ def _triage(walked: DataFrame, found: DataFrame, seed: int, tried_per_chain: int
 def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], spec: HoaxSpec,
                    seed: int, attempts: int = 16, source: str = "wikidata",
                    tried_per_chain: int = 3, countries: Sequence[str] | None = None,
-                   dated_first: DataFrame | None = None) -> tuple[DataFrame, DataFrame]:
+                   dated_first: DataFrame | None = None,
+                   containment: DataFrame | None = None) -> tuple[DataFrame, DataFrame]:
     """(questions, candidates with their reason). ``facts``: claims' ``resolved_facts`` over
     ``spec.properties``; ``labels``: id, label, description, instance_of, aliases (both
     checkpointed: they are joined dozens of times); ``dated_first``: ``dated_first_hops``;
+    ``containment``: ``containment_links`` (computed here when not given);
     ``countries``: country ids a question's country must be one of (None: any)."""
     if tried_per_chain < 1:
         raise ValueError(f"hoax.premises_tried_per_chain must be at least 1, not {tried_per_chain}")
@@ -450,7 +455,7 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
     # small dump. A local checkpoint is not recomputed if an executor is lost: Spark fails
     # the stage's run, which a rerun repeats whole.
     walked = chains(facts, labels, frames, dated_first, spec.dated_role).localCheckpoint()
-    found = premises(facts, labels, frames, walked, spec, seed, attempts).localCheckpoint()
+    found = premises(facts, labels, frames, walked, spec, seed, attempts, containment).localCheckpoint()
     tried, settled = _triage(walked, found, seed, tried_per_chain)
     # Wide rows for the tried candidates only (a premise is unique per bridge, property, object).
     candidates = (walked.join(tried, ["chain_id", "bridge_id"])
@@ -654,11 +659,10 @@ def with_comparisons(chosen: DataFrame, walked: DataFrame, ambiguous: DataFrame,
 def _labels(rows: DataFrame, spec: HoaxSpec) -> DataFrame:
     """The paper's labels of each question: reasoning type, false-premise type, answer type, category."""
     date = F.col("is_date")
-    at_year = F.col("at_year") if "at_year" in rows.columns else F.lit(None)
     geographical = F.col("first_topic").isin(spec.geographical_topics) | F.col("second_topic").isin(spec.geographical_topics)
     # temporal: a first hop fixed at a year (the paper's time reference in an intermediate
     # step), or a date asked (the question asks "when")
-    reasoning = F.when(date | at_year.isNotNull(), F.lit("temporal")).when(
+    reasoning = F.when(date | F.col("at_year").isNotNull(), F.lit("temporal")).when(
         geographical, F.lit("geographical")).otherwise(F.lit("bridge entity"))
     premise_type = mapping_column(spec.false_premise_types, F.col("premise_answer_type"), F.lit("property"))
     by_class = answer_type_of(F.col("answer_types"), spec)
