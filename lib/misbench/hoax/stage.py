@@ -22,6 +22,7 @@ from typing import Sequence
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from misbench.claims.relations import DATE_PROPERTIES
 from misbench.claims.stage import (
     KEPT, contains_words, date_text, fill, normalized, period_start, precision_years, shifted_date, stable_id,
     substitutes,
@@ -82,10 +83,9 @@ def dated_first_hops(triples: DataFrame, spec: HoaxSpec, reference_date: str) ->
     ``spec.dated_bridges`` that ended before ``reference_date``, each at the middle year of its
     period, where that year names one object by the graph: the statement starts and ends in
     known years at least two apart, and every other statement of its subject and relation
-    (deprecated ones aside, unknown values included) has a start and an end that leave the
-    year out ("the head of state of Stugro in 1994": one person). A statement without a date
-    could hold any year, so it refuses every year of its subject and relation. A year outside
-    the bridge's lifespan (P569, P570) is refused too."""
+    (deprecated ones aside, unknown values included) has a period that leaves the year out
+    ("the head of state of Stugro in 1994": one person); a missing or unreadable start or end
+    leaves that side open. A year outside the bridge's lifespan (P569, P570) is refused too."""
     if not spec.dated_bridges:
         return triples.sparkSession.createDataFrame(
             [], "subject_id string, property string, object_id string, statement_id string, at_year int")
@@ -111,12 +111,13 @@ def dated_first_hops(triples: DataFrame, spec: HoaxSpec, reference_date: str) ->
     # itself there, and the question would read as nonsense.
     # A date of a decade or a century ("1950" at precision 8) could be any year of it: the
     # latest birth and the earliest death it allows are what count.
-    life = triples.where(F.col("property").isin("P569", "P570") & (F.col("rank") != "deprecated")).select(
+    birth, death = DATE_PROPERTIES
+    life = triples.where(F.col("property").isin(birth, death) & (F.col("rank") != "deprecated")).select(
         F.col("subject_id").alias("object_id"), "property", _year(F.col("value")).alias("year"),
         precision_years(F.coalesce(F.col("time_precision"), F.lit(11))).alias("span"))
     outside = (dated.select("statement_id", "object_id", "at_year").join(life, "object_id")
-               .where(((F.col("property") == "P569") & (F.col("year") + F.col("span") - 1 > F.col("at_year")))
-                      | ((F.col("property") == "P570") & (F.col("year") < F.col("at_year"))))
+               .where(((F.col("property") == birth) & (F.col("year") + F.col("span") - 1 > F.col("at_year")))
+                      | ((F.col("property") == death) & (F.col("year") < F.col("at_year"))))
                .select("statement_id").distinct())
     # One row per object: a term stated twice (1989-1996 and 1990-1996) would make two
     # questions of one person, and two terms of one person ask the same thing twice.
