@@ -13,7 +13,8 @@ from misbench.config import ConfigError, conf_dir, load_yaml
 
 _PROPERTY = re.compile(r"^P[1-9][0-9]*$")
 MULTIHOP_KINDS = ("compositional", "inference")
-DATE_PROPERTIES = ("P569", "P570")  # second hops whose value is a date
+BIRTH, DEATH = "P569", "P570"  # date of birth, date of death
+DATE_PROPERTIES = (BIRTH, DEATH)  # second hops whose value is a date
 
 
 @dataclass(frozen=True)

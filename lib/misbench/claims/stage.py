@@ -21,7 +21,7 @@ from typing import Sequence
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from misbench.claims.relations import DATE_PROPERTIES, Relation, RelationPair
+from misbench.claims.relations import BIRTH, DATE_PROPERTIES, DEATH, Relation, RelationPair
 
 KEPT = "kept"
 CONFLICT_KINDS = ("factual", "temporal", "semantic")
@@ -503,9 +503,9 @@ def _date_substitutes(candidates: DataFrame, facts: DataFrame, seed: int, refere
     date stays after the person's birth and a birth date before their death."""
     dates = candidates.where(F.col("object_id").isNull() & F.col("object_value").isNotNull())
     life = facts.where(F.col("property").isin(list(DATE_PROPERTIES)) & (F.col("resolution") == KEPT))
-    born = life.where(F.col("property") == "P569").select(F.col("subject_id").alias("truth_subject"),
+    born = life.where(F.col("property") == BIRTH).select(F.col("subject_id").alias("truth_subject"),
                                                          F.col("value").alias("born"))
-    died = life.where(F.col("property") == "P570").select(F.col("subject_id").alias("truth_subject"),
+    died = life.where(F.col("property") == DEATH).select(F.col("subject_id").alias("truth_subject"),
                                                          F.col("value").alias("died"))
     rows = dates.join(born, "truth_subject", "left").join(died, "truth_subject", "left").select(
         "claim_id", "pool_relation", "object_value", "object_precision", "born", "died",
@@ -524,8 +524,8 @@ def _date_substitutes(candidates: DataFrame, facts: DataFrame, seed: int, refere
     after_death = F.coalesce(start >= period_start(F.col("died")), F.lit(False))
     plausible = (
         (F.col("candidate_value").startswith("-") | (start < F.lit(reference_date)))
-        & ~((F.col("pool_relation") == "P570") & before_birth)
-        & ~((F.col("pool_relation") == "P569") & after_death)
+        & ~((F.col("pool_relation") == DEATH) & before_birth)
+        & ~((F.col("pool_relation") == BIRTH) & after_death)
     )
     labelled = shifted.where(plausible).select(
         "claim_id", F.lit(None).cast("string").alias("candidate_id"),

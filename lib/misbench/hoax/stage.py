@@ -22,7 +22,7 @@ from typing import Sequence
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from misbench.claims.relations import DATE_PROPERTIES
+from misbench.claims.relations import BIRTH, DEATH
 from misbench.claims.stage import (
     KEPT, contains_words, date_text, fill, normalized, period_start, precision_years, shifted_date, stable_id,
     substitutes,
@@ -111,13 +111,12 @@ def dated_first_hops(triples: DataFrame, spec: HoaxSpec, reference_date: str) ->
     # itself there, and the question would read as nonsense.
     # A date of a decade or a century ("1950" at precision 8) could be any year of it: the
     # latest birth and the earliest death it allows are what count.
-    birth, death = DATE_PROPERTIES
-    life = triples.where(F.col("property").isin(birth, death) & (F.col("rank") != "deprecated")).select(
+    life = triples.where(F.col("property").isin(BIRTH, DEATH) & (F.col("rank") != "deprecated")).select(
         F.col("subject_id").alias("object_id"), "property", _year(F.col("value")).alias("year"),
         precision_years(F.coalesce(F.col("time_precision"), F.lit(11))).alias("span"))
     outside = (dated.select("statement_id", "object_id", "at_year").join(life, "object_id")
-               .where(((F.col("property") == birth) & (F.col("year") + F.col("span") - 1 > F.col("at_year")))
-                      | ((F.col("property") == death) & (F.col("year") < F.col("at_year"))))
+               .where(((F.col("property") == BIRTH) & (F.col("year") + F.col("span") - 1 > F.col("at_year")))
+                      | ((F.col("property") == DEATH) & (F.col("year") < F.col("at_year"))))
                .select("statement_id").distinct())
     # One row per object: a term stated twice (1989-1996 and 1990-1996) would make two
     # questions of one person, and two terms of one person ask the same thing twice.
