@@ -149,7 +149,7 @@ def test_model_names_pick_a_backend_or_keep_the_configured_one(cfg):
     # a colon inside a model name that is no backend stays part of the name
     assert model_config(cfg, "models/x:y.gguf").get("llm.llama_cpp.model") == "models/x:y.gguf"
     # a GGUF file given by path is named after the file (the name its rows and MLflow run carry)
-    from misbench.generate.job import model_identity
+    from misbench.llm import model_identity
 
     assert model_identity(model_config(cfg, "llama_cpp:/models/second-model.gguf").get("llm")) == "second-model"
     assert model_identity(model_config(cfg, "fake:second").get("llm")) == "second"

@@ -24,9 +24,9 @@ from misbench.claims.stage import stable_id
 from misbench.config import Config, ConfigError
 from misbench.evaluate import metrics as metric_rules
 from misbench.evaluate import stage
-from misbench.generate.job import Generator, engine_name, model_identity
+from misbench.generate.job import Generator
 from misbench.lake import Lake
-from misbench.llm import SamplingParams
+from misbench.llm import SamplingParams, engine_name, model_identity
 from misbench.prompts import load_prompt
 
 log = logging.getLogger(__name__)

@@ -23,7 +23,7 @@ from misbench.chunked import recover_chunk, run_chunks
 from misbench.config import Config
 from misbench.generate import stage
 from misbench.lake import Lake
-from misbench.llm import SamplingParams
+from misbench.llm import SamplingParams, engine_name, model_identity
 from misbench.prompts import load_prompt, prompt_wording
 from misbench.quality import checks
 
@@ -45,20 +45,6 @@ class GenerateReport:
     slots_passed: int  # holding a text that passed quality control
     slots_passed_first_attempt: int  # ... at the first attempt (before regeneration)
     model_loads: int
-
-
-def model_identity(llm: dict) -> str:
-    """The model name a backend will report, known on the driver without loading it."""
-    backend = llm["backend"]
-    model = str(llm[backend]["model"])
-    if backend == "llama_cpp" and model.endswith(".gguf"):
-        return model.rsplit("/", 1)[-1][: -len(".gguf")]
-    return model
-
-
-def engine_name(llm: dict) -> str:
-    """How errors and progress lines name the engine: backend and model."""
-    return f"{llm['backend']} model {model_identity(llm)}"
 
 
 class Generator:

@@ -19,9 +19,9 @@ from misbench.config import Config, ConfigError, deep_merge
 from misbench.evaluate import stage as eval_stage
 from misbench.evaluate.job import answer_items, answer_mode, metric_id, model_config, replace_metrics
 from misbench.evaluate.metrics import HOAX_DIMENSIONS
-from misbench.generate.job import model_identity
 from misbench.hoax import answers
 from misbench.lake import Lake
+from misbench.llm import model_identity
 from misbench.prompts import load_prompt
 
 PROMPTS = {"choice": "hoax_choice", "justification": "hoax_justify", "json": "hoax_json"}

@@ -17,11 +17,11 @@ from pyspark.sql import functions as F
 from misbench.claims.job import entity_labels
 from misbench.claims.stage import contains_words, resolved_facts, word_count
 from misbench.config import Config, ConfigError
-from misbench.generate.job import Generator, model_identity
+from misbench.generate.job import Generator
 from misbench.hoax import imports, intersection, stage
 from misbench.hoax.spec import load_spec
 from misbench.lake import Lake, drop_older_layout, write_partition
-from misbench.llm import SamplingParams
+from misbench.llm import SamplingParams, model_identity
 from misbench.prompts import load_prompt, messages_column
 
 SOURCE = "wikidata"

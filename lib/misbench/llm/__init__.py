@@ -110,6 +110,20 @@ def option_scores(chat_response: dict, options: Sequence[str]) -> list[float]:
     return scores_from_top(((e["token"], e["logprob"]) for e in entries), options)
 
 
+def model_identity(llm: dict) -> str:
+    """The model name a backend will report, known on the driver without loading it."""
+    backend = llm["backend"]
+    model = str(llm[backend]["model"])
+    if backend == "llama_cpp" and model.endswith(".gguf"):
+        return model.rsplit("/", 1)[-1][: -len(".gguf")]
+    return model
+
+
+def engine_name(llm: dict) -> str:
+    """How errors and progress lines name the engine: backend and model."""
+    return f"{llm['backend']} model {model_identity(llm)}"
+
+
 def load_backend(settings: dict) -> LLMBackend:
     """A new engine for ``llm`` settings (``backend`` and that backend's section)."""
     name = settings["backend"]

@@ -16,8 +16,8 @@ from pyspark.sql import functions as F
 
 from misbench.chunked import recover_chunk, run_chunks
 from misbench.config import Config, deep_merge
-from misbench.generate.job import engine_name
 from misbench.lake import Lake
+from misbench.llm import engine_name
 from misbench.generate import stage as generation  # the writing prompts' names
 from misbench.prompts import load_prompt, prompt_wording
 from misbench.quality import checks, stage
