@@ -82,8 +82,8 @@ def test_internal_tables_are_apart_and_listed_only_when_asked(demo_lake, capsys)
 @pytest.mark.parametrize("order", ["before", "after", "both"])
 def test_common_options_before_and_after_the_subcommand(demo_lake, order, capsys):
     query = "SELECT count(*) AS n FROM entities"
-    before = {"before": ["--lake", demo_lake, "--set", "spark.sql.shuffle.partitions=3"],
-              "after": [], "both": ["--lake", "/nowhere", "--set", "spark.sql.shuffle.partitions=3"]}[order]
+    before = {"before": ["--lake", demo_lake, "--set", "spark.conf.spark.sql.shuffle.partitions=3"],
+              "after": [], "both": ["--lake", "/nowhere", "--set", "spark.conf.spark.sql.shuffle.partitions=3"]}[order]
     after = {"before": [], "after": ["--lake", demo_lake], "both": ["--lake", demo_lake]}[order]
     assert main([*before, "sql", *after, "--format", "json", query]) == 0
     assert json.loads(capsys.readouterr().out) == [{"n": 49}]

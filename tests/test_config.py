@@ -102,3 +102,53 @@ def test_the_paper_profile_sets_the_protocol_on_top_of_any_environment():
     assert load_config("local").get("evaluate.runs") == 1  # the defaults stay
     with pytest.raises(ConfigError, match="unknown profile 'nowhere'"):
         load_config("local,nowhere")
+
+
+@pytest.mark.parametrize("profile", ["local", "databricks", "cluster", "paper", "databricks,paper", "cluster,paper"])
+def test_every_shipped_profile_names_only_settings_of_base_yaml(profile):
+    load_config(profile)  # raises on a key base.yaml does not name or a value of another type
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["claims.no_such_setting=1"], r"unknown setting 'claims\.no_such_setting'$"),
+    (["generate.taks=4"], r"unknown setting 'generate\.taks'; did you mean 'generate\.tasks'\?"),
+    (["no_such_section.deeper.key=1"], r"unknown setting 'no_such_section\.deeper\.key'"),
+    (["generate.tasks=abc"], r"setting 'generate\.tasks' is 'abc'; expected a whole number"),
+    (["generate.tasks=2.5"], r"setting 'generate\.tasks' is 2\.5; expected a whole number"),
+    (["hoax.reword.enabled=maybe"], r"setting 'hoax\.reword\.enabled' is 'maybe'; expected true or false"),
+    (["ingest.languages=en"], r"setting 'ingest\.languages' is 'en'; expected a list"),
+    (["generate=3"], r"setting 'generate' is 3; expected a section of settings"),
+    (["llm.llama_cpp.extra_buffer_types=7"], r"expected a text or true or false"),
+    (["ingest.languages=[en"], r"override value '\[en' is not valid YAML"),
+])
+def test_unknown_settings_and_wrong_types_are_refused_by_their_full_key(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config("local", overrides)
+
+
+def test_what_the_schema_lets_through():
+    cfg = load_config("local", [
+        "ingest.split_mb=0.5", "generate.gpus_per_task=0.5", "llm.fake.seconds_per_request=0.05",  # quantities
+        "llm.llama_cpp.extra_buffer_types=false",  # "auto", true or false
+        "claims.reference_date=2025-01-01",  # a date stays the text it was
+        "llm.fake.replies={'a prompt': 'a reply'}", "spark.conf.spark.any.setting=1",  # sections of names
+        "evaluate.limit=5", "hoax.countries=[France]",  # null defaults take any value
+    ])
+    assert cfg.get("claims.reference_date") == "2025-01-01" and cfg.get("ingest.split_mb") == 0.5
+    assert cfg.get("llm.fake.replies") == {"a prompt": "a reply"}
+
+
+def test_a_profile_file_with_an_unknown_key_is_refused_with_the_key(tmp_path):
+    own = tmp_path / "mine.yaml"
+    own.write_text("generate:\n  taks: 4\n")
+    with pytest.raises(ConfigError, match=r"profile mine: unknown setting 'generate\.taks'"):
+        load_config(str(own))
+
+
+def test_the_command_refuses_an_unknown_setting_before_any_work(tmp_path, capsys):
+    from misbench.cli import main
+
+    lake = tmp_path / "lake"
+    assert main(["--lake", str(lake), "claims", "--set", "claims.no_such_setting=1"]) == 2
+    assert "unknown setting 'claims.no_such_setting'" in capsys.readouterr().err
+    assert not lake.exists()  # no Spark session, no log folder, no table

@@ -7,10 +7,14 @@ thresholds or templates that a user may want to change.
 from __future__ import annotations
 
 import copy
+import datetime as dt
+import difflib
+import functools
 import os
 from pathlib import Path
 from typing import Any, Iterable
 
+import jsonschema
 import yaml
 
 _MISSING = object()
@@ -63,6 +67,82 @@ def deep_merge(base: dict, override: dict) -> dict:
 
 # Sections whose keys are names with dots in them (Spark's settings), not nested sections.
 DOTTED_NAME_SECTIONS = (("spark", "conf"),)
+# Sections whose keys are names, not settings: they take any key (every other key must be one
+# that base.yaml names). A judge's ``llm`` section holds overrides of the top-level ``llm``.
+OPEN_SECTIONS = ("spark.conf", "llm.models", "llm.fake.replies", "llm.vllm.engine_options", "evaluate.prompts",
+                 "quality.entailment.llm_judge.llm", "hoax.evaluate.judge.llm")
+# Settings named for a quantity (durations, sizes, GPU shares): a number even where the default
+# is a whole one (split_mb=0.5, gpus_per_task=0.5, progress_seconds=2.5).
+QUANTITY_SUFFIXES = ("seconds", "seconds_per_request", "_mb", "gpus_per_task")
+# Settings that take another type beside their default's ("auto", or true / false).
+ALSO_ACCEPTS = {"llm.llama_cpp.extra_buffer_types": ("boolean",)}
+_JSON_TYPES = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"), (list, "array"),
+               (dict, "object"))
+_TYPE_WORDS = {"boolean": "true or false", "integer": "a whole number", "number": "a number", "string": "a text",
+               "array": "a list", "object": "a section of settings"}
+
+
+def _json_type(value: Any, key: str) -> str:
+    kind = next(name for python, name in _JSON_TYPES if isinstance(value, python))
+    # Quantities may be fractional whatever their default: durations, sizes, GPU shares.
+    if kind == "integer" and key.rsplit(".", 1)[-1].endswith(QUANTITY_SUFFIXES):
+        return "number"
+    return kind
+
+
+def settings_schema(defaults: dict, path: str = "") -> dict:
+    """The JSON Schema of the settings, read off their defaults (base.yaml): every key named
+    there and no other (except in OPEN_SECTIONS), each value of its default's type."""
+    properties = {}
+    for key, value in defaults.items():
+        key_path = f"{path}.{key}" if path else str(key)
+        if key_path in OPEN_SECTIONS:
+            properties[str(key)] = {"type": "object"}
+        elif isinstance(value, dict):
+            properties[str(key)] = settings_schema(value, key_path)
+        elif value is None:
+            properties[str(key)] = {}
+        else:
+            kinds = [_json_type(value, key_path), *ALSO_ACCEPTS.get(key_path, ())]
+            properties[str(key)] = {"type": kinds if len(kinds) > 1 else kinds[0]}
+    return {"type": "object", "properties": properties, "additionalProperties": False}
+
+
+@functools.lru_cache(maxsize=4)
+def _validator(base_path: Path, modified: float) -> jsonschema.protocols.Validator:
+    schema = settings_schema(load_yaml(base_path))
+    return jsonschema.Draft202012Validator(schema)
+
+
+def _leaves(value: Any, path: str) -> list[str]:
+    """The full keys under ``path`` (a section set by --set a.b.c=1 is named a.b.c)."""
+    if isinstance(value, dict) and value:
+        return [leaf for key, inner in value.items() for leaf in _leaves(inner, f"{path}.{key}")]
+    return [path]
+
+
+def check_settings(data: dict, origin: str) -> None:
+    """Refuse a key that base.yaml does not name, or a value not of its default's type,
+    naming the key's full path and where it came from (``origin``: the profiles, --set)."""
+    base_path = conf_dir() / "base.yaml"
+    problems = []
+    for error in _validator(base_path, base_path.stat().st_mtime).iter_errors(data):
+        where = ".".join(str(part) for part in error.absolute_path)
+        if error.validator == "additionalProperties":
+            section = error.schema.get("properties", {})
+            for key in sorted(set(error.instance) - set(section)):
+                name = f"{where}.{key}" if where else str(key)
+                close = difflib.get_close_matches(str(key), list(section), n=1)
+                hint = f"; did you mean '{where + '.' if where else ''}{close[0]}'?" if close else ""
+                problems += [f"unknown setting '{leaf}'{hint}" for leaf in _leaves(error.instance[key], name)]
+        elif error.validator == "type":
+            wanted = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
+            problems.append(f"setting '{where}' is {error.instance!r}; expected "
+                            + " or ".join(_TYPE_WORDS[kind] for kind in wanted))
+        else:  # not produced by settings_schema, kept so that nothing passes unreported
+            problems.append(f"setting '{where}': {error.message}")
+    if problems:
+        raise ConfigError(f"{origin}: " + "; ".join(sorted(problems)))
 
 
 class Config:
@@ -88,6 +168,7 @@ class Config:
         Below a section whose keys are dotted names (``spark.conf``), the rest of the key is
         one name: ``spark.conf.spark.sql.shuffle.partitions=4`` sets Spark's setting."""
         data = copy.deepcopy(self.data)
+        assignments = list(assignments)
         for assignment in assignments:
             if "=" not in assignment:
                 raise ConfigError(f"override '{assignment}' is not of the form key.path=value")
@@ -103,8 +184,20 @@ class Config:
                 node = node.setdefault(part, {})
                 if not isinstance(node, dict):
                     raise ConfigError(f"override '{assignment}': '{part}' is not a section")
-            node[parts[-1]] = yaml.safe_load(raw)
+            node[parts[-1]] = _parsed(raw)
+        if assignments:
+            check_settings(data, f"profile {self.profile} with its overrides")
         return Config(data, self.profile)
+
+
+def _parsed(raw: str) -> Any:
+    """A --set value as YAML (numbers, lists, null), except that a date stays the text it was
+    (every date setting is a text: ``claims.reference_date=2025-01-01``)."""
+    try:
+        value = yaml.safe_load(raw)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"override value {raw!r} is not valid YAML ({exc.problem})") from exc
+    return raw.strip() if isinstance(value, (dt.date, dt.datetime)) else value
 
 
 def _profile_layer(directory: Path, profile: str) -> tuple[dict, str]:
@@ -142,4 +235,6 @@ def load_config(profile: str = "local", overrides: Iterable[str] = ()) -> Config
             layers.insert(0, (stem, layer))
     for _, layer in layers:
         data = deep_merge(data, {k: v for k, v in layer.items() if k != "extends"})
-    return Config(data, ",".join(stem for stem, _ in layers)).with_overrides(overrides)
+    stems = ",".join(stem for stem, _ in layers)
+    check_settings(data, f"profile {stems}")
+    return Config(data, stems).with_overrides(overrides)

@@ -153,7 +153,7 @@ def worker_backend(settings: dict) -> LLMBackend:
     on its first use. An HTTP endpoint (``openai``) is always called from the worker."""
     from misbench.workers import worker_cached
 
-    if settings.get("engine_host", "in_process") == "server" and settings["backend"] != "openai":
+    if settings["engine_host"] == "server" and settings["backend"] != "openai":  # default: base.yaml
         from misbench.llm.engine_server import EngineClient
 
         return EngineClient(settings)  # cheap: finds the running engine, starts it if none
