@@ -20,7 +20,8 @@ from typing import Iterable
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from misbench.claims.stage import normalized, stable_id
+from misbench.claims.stage import normalized
+from misbench.ids import stable_id
 
 TEXT_FIELDS = {
     "correct": "correct_evidence",

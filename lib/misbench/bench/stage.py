@@ -25,12 +25,13 @@ import itertools
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from misbench.claims.stage import normalized, stable_id
+from misbench.claims.stage import normalized
+from misbench.generate.stage import STYLES
+from misbench.ids import seeded_hash, stable_id
 
 ROLES = ("memory", "misinformation", "irrelevant", "unsure", "not_in_options")
 LETTERS = ("A", "B", "C", "D", "E")
-STYLES = ("wikipedia", "news", "science", "blog", "technical", "confident")
-ENTRY_STYLE = "wikipedia"  # the encyclopedia entry: the text of the single and pair settings
+ENTRY_STYLE = STYLES[0]  # the encyclopedia entry: the text of the single and pair settings
 SOURCE = "wikidata"  # questions built here; imported sets carry their own source name
 
 QUESTION_COLUMNS = [
@@ -39,10 +40,6 @@ QUESTION_COLUMNS = [
     "irrelevant_answer", "misinformation_texts", "correct_texts", "pair_misinformation_first", "settings",
 ]
 TEXT_COLUMNS = ["evidence_id", "source", "claim_id", "kind", "style", "text"]
-
-
-def _hash(*parts) -> Column:
-    return F.xxhash64(*[p if isinstance(p, Column) else F.lit(p) for p in parts])
 
 
 def passing_texts(slots: DataFrame, verdicts: DataFrame, evidence: DataFrame) -> DataFrame:
@@ -87,7 +84,7 @@ def role_order(question_id: Column, memory_position: Column, seed: Column | int)
     in one of their 24 orders picked by a hash of the question."""
     others = [list(p) for p in itertools.permutations(ROLES[1:])]
     table = F.array(*[F.array(*[F.lit(r) for r in p]) for p in others])
-    rest = F.element_at(table, (F.pmod(_hash(question_id, "roles", seed), F.lit(len(others))) + 1).cast("int"))
+    rest = F.element_at(table, (F.pmod(seeded_hash(question_id, "roles", seed), F.lit(len(others))) + 1).cast("int"))
     head = F.slice(rest, 1, memory_position)  # slice with length 0 is empty
     tail = F.slice(rest, memory_position + 1, 4 - memory_position)
     return F.concat(head, F.array(F.lit("memory")), tail)
@@ -161,8 +158,8 @@ def questions(claims: DataFrame, conflicts: DataFrame, texts: DataFrame, seed: i
 
     # Dealt round-robin in a seeded order within each relation, each relation from its own
     # seeded start letter: every relation, small ones too, spreads evenly over A-E.
-    deal = Window.partitionBy("relation").orderBy(_hash(F.col("question_id"), "deal", seed), "question_id")
-    start = F.pmod(_hash(F.col("relation"), "start", seed), F.lit(5))
+    deal = Window.partitionBy("relation").orderBy(seeded_hash(F.col("question_id"), "deal", seed), "question_id")
+    start = F.pmod(seeded_hash(F.col("relation"), "start", seed), F.lit(5))
     kept = kept.withColumn("memory_position", F.pmod(F.row_number().over(deal) - 1 + start, F.lit(5)).cast("int")) \
         .withColumn("roles", role_order(F.col("question_id"), F.col("memory_position"), seed))
     text_of = F.create_map(
@@ -172,7 +169,7 @@ def questions(claims: DataFrame, conflicts: DataFrame, texts: DataFrame, seed: i
     letters = F.array(*[F.lit(letter) for letter in LETTERS])
     kept = kept.withColumn("options", F.transform("roles", lambda role: F.element_at(text_of, role))) \
         .withColumn("letters", F.map_from_arrays(F.col("roles"), letters)) \
-        .withColumn("pair_misinformation_first", F.pmod(_hash(F.col("question_id"), "pair", seed), F.lit(2)) == 0) \
+        .withColumn("pair_misinformation_first", F.pmod(seeded_hash(F.col("question_id"), "pair", seed), F.lit(2)) == 0) \
         .withColumn("settings", settings) \
         .withColumn("source", F.lit(source))
     return kept.select(*QUESTION_COLUMNS), left_out

@@ -22,6 +22,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from misbench.claims.relations import BIRTH, DATE_PROPERTIES, DEATH, Relation, RelationPair
+from misbench.ids import seeded_hash, stable_id
 
 KEPT = "kept"
 CONFLICT_KINDS = ("factual", "temporal", "semantic")
@@ -100,11 +101,6 @@ def fill(template: Column, subject: Column, obj: Column | None = None) -> Column
     """Put labels into a template's <S>/<O> slots (literal replacement, no regex)."""
     text = F.replace(template, F.lit("<S>"), subject)
     return text if obj is None else F.replace(text, F.lit("<O>"), obj)
-
-
-def stable_id(*parts: Column) -> Column:
-    """A short id that is the same on every run for the same parts."""
-    return F.substring(F.sha2(F.concat_ws("|", *parts), 256), 1, 16)
 
 
 def _as_date(value: Column, precision: Column) -> tuple[Column, Column, Column]:
@@ -401,10 +397,6 @@ def two_wiki_candidates(records: DataFrame) -> DataFrame:
 # --------------------------------------------------------------------------------------------
 
 
-def _hash(*parts) -> Column:
-    return F.xxhash64(*[p if isinstance(p, Column) else F.lit(p) for p in parts])
-
-
 def names_of(labels: DataFrame) -> DataFrame:
     """id, name: every entity's label and aliases, normalised (see ``normalized``)."""
     aliases = F.coalesce(F.col("aliases"), F.array().cast("array<string>"))
@@ -444,7 +436,7 @@ def substitutes(
     )
     by_pool = Window.partitionBy("pool_relation", "type")
     pool = pool.withColumn(
-        "position", F.row_number().over(by_pool.orderBy(_hash(F.col("candidate_id"), seed))) - 1
+        "position", F.row_number().over(by_pool.orderBy(seeded_hash(F.col("candidate_id"), seed))) - 1
     ).withColumn("pool_size", F.count("*").over(by_pool))
     sizes = pool.select("pool_relation", "type", "pool_size").distinct()
     claims = candidates.where(F.col("object_id").isNotNull()).select(
@@ -454,7 +446,7 @@ def substitutes(
         claims.join(types.withColumnRenamed("id", "object_id"), "object_id")
         .join(sizes, ["pool_relation", "type"])
         .withColumn("attempt", F.explode(F.sequence(F.lit(0), F.lit(attempts - 1))))
-        .withColumn("position", F.pmod(_hash(F.col("claim_id"), F.col("type"), F.col("attempt"), seed),
+        .withColumn("position", F.pmod(seeded_hash(F.col("claim_id"), F.col("type"), F.col("attempt"), seed),
                                        F.col("pool_size")))
     )
     truth = facts.select(
@@ -492,7 +484,7 @@ def substitutes(
         contains_words(F.col("candidate_label"), F.col("true_label"))
         | contains_words(F.col("true_label"), F.col("candidate_label")), F.lit(False)))
     return _distinct_by_name(
-        named.withColumn("order", _hash(F.col("claim_id"), F.col("candidate_id"), seed)), wanted
+        named.withColumn("order", seeded_hash(F.col("claim_id"), F.col("candidate_id"), seed)), wanted
     ).select("claim_id", "candidate_id", "candidate_label", "candidate_description", "choice")
 
 
@@ -515,8 +507,8 @@ def _date_substitutes(candidates: DataFrame, facts: DataFrame, seed: int, refere
     # date, near enough to be believable
     steps = (F.when(F.col("object_precision") == 8, F.lit(6)).when(F.col("object_precision") == 7, F.lit(5))
              .when(F.col("object_precision") == 6, F.lit(2)).otherwise(F.lit(40)))
-    magnitude = F.pmod(_hash(F.col("claim_id"), F.col("attempt"), seed), steps) + 1
-    sign = F.when(F.pmod(_hash(F.col("claim_id"), F.col("attempt"), seed + 1), F.lit(2)) == 0, 1).otherwise(-1)
+    magnitude = F.pmod(seeded_hash(F.col("claim_id"), F.col("attempt"), seed), steps) + 1
+    sign = F.when(F.pmod(seeded_hash(F.col("claim_id"), F.col("attempt"), seed + 1), F.lit(2)) == 0, 1).otherwise(-1)
     years = (magnitude * sign * precision_years(F.col("object_precision"))).cast("int")
     shifted = rows.withColumn("candidate_value", shifted_date(F.col("object_value"), F.col("object_precision"), years))
     start = period_start(F.col("candidate_value"))
@@ -546,7 +538,7 @@ def _label_substitutes(candidates: DataFrame, seed: int, wanted: int = 4) -> Dat
     return _distinct_by_name(options.select(
         "claim_id", F.lit(None).cast("string").alias("candidate_id"), "candidate_label",
         F.lit(None).cast("string").alias("candidate_description"),
-        _hash(F.col("claim_id"), F.col("candidate_label"), seed).alias("order"),
+        seeded_hash(F.col("claim_id"), F.col("candidate_label"), seed).alias("order"),
     ), wanted)
 
 
@@ -584,9 +576,9 @@ def conflicts(
     ).select("*", F.explode(kinds).alias("kind"))
     chosen = per_kind.withColumn("chosen", F.element_at("options", 1)).withColumn(
         "other", F.element_at("options", 2))
-    years = F.pmod(_hash(F.col("claim_id"), "from", seed), F.lit(10)) + 1
-    months = F.pmod(_hash(F.col("claim_id"), "month", seed), F.lit(12))
-    span = F.pmod(_hash(F.col("claim_id"), "span", seed), F.lit(15)) + 1
+    years = F.pmod(seeded_hash(F.col("claim_id"), "from", seed), F.lit(10)) + 1
+    months = F.pmod(seeded_hash(F.col("claim_id"), "month", seed), F.lit(12))
+    span = F.pmod(seeded_hash(F.col("claim_id"), "span", seed), F.lit(15)) + 1
     valid_from = F.add_months(F.to_date(F.lit(reference_date)), (years * 12 + months).cast("int"))
     temporal = F.col("kind") == "temporal"
     semantic = F.col("kind") == "semantic"

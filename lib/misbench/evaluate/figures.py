@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import pandas as pd
 
+from misbench.generate.stage import STYLES
+
 KINDS = ("factual", "temporal", "semantic")
-STYLES = ("wikipedia", "news", "science", "blog", "technical", "confident")
 
 
 def _pick(metrics: pd.DataFrame, setting: str, metric: str, **dims) -> pd.DataFrame:

@@ -20,7 +20,6 @@ from pyspark.sql import functions as F
 from misbench.chunked import pending_rows, recover_chunk, run_chunks
 from misbench.bench.stage import require_one_question_per_claim
 from misbench.claims.job import entity_labels
-from misbench.claims.stage import stable_id
 from misbench.config import Config, ConfigError
 from misbench.evaluate import metrics as metric_rules
 from misbench.evaluate import stage
@@ -28,6 +27,7 @@ from misbench.generate.job import Generator
 from misbench.lake import Lake
 from misbench.llm import SamplingParams, engine_name, model_identity
 from misbench.prompts import load_prompt
+from misbench.ids import stable_id
 
 log = logging.getLogger(__name__)
 

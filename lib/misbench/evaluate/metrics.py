@@ -27,8 +27,9 @@ from typing import Sequence
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from misbench.bench.stage import LETTERS
+
 DIMENSIONS = ("kind", "hop", "style", "topic", "memory")
-LETTERS = ("A", "B", "C", "D", "E")
 # Breakdowns written to eval_metrics: the paper's tables and figures, and each dimension alone.
 BREAKDOWNS: tuple[tuple[str, ...], ...] = (
     (), ("kind",), ("hop",), ("style",), ("topic",), ("memory",), ("kind", "hop"), ("kind", "memory"),

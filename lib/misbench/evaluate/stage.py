@@ -32,8 +32,9 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from misbench.bench.stage import ENTRY_STYLE, LETTERS, role_order
-from misbench.claims.stage import normalized, stable_id
+from misbench.claims.stage import normalized
 from misbench.prompts import Prompt, messages_column
+from misbench.ids import seeded_hash, stable_id
 
 SETTINGS = ("probe", "detection", "single", "pair", "style", "desc", "rtd")
 CHOICE_SETTINGS = ("probe", "single", "pair", "style")
@@ -58,10 +59,6 @@ RESPONSE_SCHEMA = (
     "option_logprobs array<double>, role_probabilities map<string,double>, unparsed boolean, error string, "
     "attempts int, latency_s double, load_id string, mlflow_run_id string, answered_at timestamp"
 )
-
-
-def _hash(*parts) -> Column:
-    return F.xxhash64(*[p if isinstance(p, Column) else F.lit(p) for p in parts])
 
 
 def option_lines(letters: Column, options: Column) -> Column:
@@ -98,17 +95,17 @@ def dealt_for_run(questions: DataFrame, run: int, seed: int) -> DataFrame:
     # The memory answer moves 2 letters a run from where the bench dealt it: every run stays
     # as balanced over A-E as the bench's dealing, and five runs put it on five letters.
     position = F.pmod(F.array_position("roles", "memory") - 1 + 2 * run, F.lit(len(LETTERS))).cast("int")
-    roles = role_order(F.col("question_id"), position, _hash(F.lit(run), F.lit(seed)))
+    roles = role_order(F.col("question_id"), position, seeded_hash(F.lit(run), F.lit(seed)))
     by_role = F.map_from_arrays("roles", "options")
     return questions.withColumn("options", F.transform(roles, lambda role: F.element_at(by_role, role))) \
         .withColumn("roles", roles) \
         .withColumn("letters", F.map_from_arrays("roles", F.array(*[F.lit(letter) for letter in LETTERS]))) \
-        .withColumn("pair_misinformation_first", F.pmod(_hash(F.col("question_id"), "pair", run, seed), F.lit(2)) == 0)
+        .withColumn("pair_misinformation_first", F.pmod(seeded_hash(F.col("question_id"), "pair", run, seed), F.lit(2)) == 0)
 
 
 def _run_hash(key: Column, salt: str, seed: int) -> Column:
     """A passage's seeded hash for run ``run`` (the column): run 0 keeps the stored orders."""
-    return F.when(F.col("run") == 0, _hash(key, salt, seed)).otherwise(_hash(key, salt, F.col("run"), seed))
+    return F.when(F.col("run") == 0, seeded_hash(key, salt, seed)).otherwise(seeded_hash(key, salt, F.col("run"), seed))
 
 
 def _by_kind(base: DataFrame) -> DataFrame:

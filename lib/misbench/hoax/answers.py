@@ -23,12 +23,12 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from misbench.claims.stage import stable_id
 from misbench.config import conf_dir
 from misbench.evaluate.metrics import HOAX_DIMENSIONS
 from misbench.evaluate.stage import ITEM_COLUMNS, option_lines, parse_choice
 from misbench.hoax.stage import LETTERS
 from misbench.prompts import Prompt, messages_column
+from misbench.ids import stable_id
 
 TASKS = ("choice", "justification", "json")
 SETTINGS = {"choice": "hoax_choice", "justification": "hoax_justification", "json": "hoax_json",

@@ -8,6 +8,7 @@ from pyspark.sql import functions as F
 
 from misbench.claims.stage import KEPT, normalized
 from misbench.hoax.spec import CONTAINMENT, CONTAINS, COUNTRY, HoaxSpec
+from misbench.ids import seeded_hash
 
 IDK = "I do not know"
 LETTERS = ("A", "B", "C", "D")
@@ -69,11 +70,6 @@ def containment_links(facts: DataFrame, depth: int = CONTAINMENT_DEPTH) -> DataF
     via_country = reached.join(countries.select(F.col("a").alias("b"), F.col("b").alias("next")), "b").select(
         "a", F.col("next").alias("b"))
     return reached.unionByName(countries).unionByName(via_country).where(F.col("a") != F.col("b")).distinct()
-
-
-def seeded_hash(*parts) -> Column:
-    """A 64-bit hash of columns and literals (a seed among them): the order of seeded choices."""
-    return F.xxhash64(*[p if isinstance(p, Column) else F.lit(p) for p in parts])
 
 
 def mapping_column(mapping: dict[str, str], key: Column, default: Column | None = None) -> Column:

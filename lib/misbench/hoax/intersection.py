@@ -14,12 +14,13 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from misbench.claims.stage import KEPT, contains_words, fill, normalized, stable_id
+from misbench.claims.stage import KEPT, contains_words, fill, normalized
 from misbench.hoax.common import (
     IDK, LETTERS, OUTSIDE_COUNTRIES, PROOF_FUNCTIONAL, ambiguous_ids, answer_type_of, capitalized, class_category,
-    conform, containment_links, mapping_column, not_true, only_values, seeded_hash, with_country, with_idk_dealt,
+    conform, containment_links, mapping_column, not_true, only_values, with_country, with_idk_dealt,
 )
 from misbench.hoax.spec import HoaxSpec
+from misbench.ids import seeded_hash, stable_id
 
 INTERSECTION = "intersection"
 # Pool positions tried for the second fact and the extra distractor.

@@ -24,15 +24,15 @@ from pyspark.sql import functions as F
 
 from misbench.claims.relations import BIRTH, DEATH
 from misbench.claims.stage import (
-    KEPT, contains_words, date_text, fill, normalized, period_start, precision_years, shifted_date, stable_id,
-    substitutes,
+    KEPT, contains_words, date_text, fill, normalized, period_start, precision_years, shifted_date, substitutes,
 )
 from misbench.hoax.common import (  # noqa: F401 (IDK, LETTERS, conform... are also read from here)
     HOP, IDK, LETTERS, OUTSIDE_COUNTRIES, PROOF, PROOF_FUNCTIONAL, QUESTION_FIELDS, QUESTION_SCHEMA, ambiguous_ids,
     answer_type_of, capitalized, class_category, conform, containment_links, mapping_column, not_true, only_values,
-    seeded_hash, with_country, with_idk_dealt,
+    with_country, with_idk_dealt,
 )
 from misbench.hoax.spec import HoaxSpec
+from misbench.ids import seeded_hash, stable_id
 
 PATTERN = "bridge"
 # A chosen date question asked instead as which of two comes first (with_comparisons): its
