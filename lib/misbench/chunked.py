@@ -20,6 +20,7 @@ from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
 from misbench.lake import Lake
+from misbench.logs import duration
 
 log = logging.getLogger("misbench.progress")
 
@@ -93,8 +94,8 @@ class PassProgress:
         if self.units and elapsed > 0:
             parts.append(f"{self.units / elapsed:.1f} {self.unit}/s")
         if 0 < self.rows < self.total:
-            parts.append(f"about {_duration(elapsed / self.rows * (self.total - self.rows))} left")
-        parts.append(f"{_duration(elapsed)} elapsed")
+            parts.append(f"about {duration(elapsed / self.rows * (self.total - self.rows))} left")
+        parts.append(f"{duration(elapsed)} elapsed")
         return ", ".join(parts)
 
     def chunk_started(self, chunk: int, chunks: int) -> None:
@@ -105,7 +106,7 @@ class PassProgress:
         def beat():
             while not stop.wait(self.every_s):
                 log.info("%s; chunk %d/%d running for %s", self.line(), chunk + 1, chunks,
-                         _duration(time.perf_counter() - chunk_started))
+                         duration(time.perf_counter() - chunk_started))
 
         self._thread = threading.Thread(target=beat, name="misbench-progress", daemon=True)
         self._thread.start()
@@ -122,17 +123,6 @@ class PassProgress:
         self.rows += rows
         self.units += units
         log.info(self.line())
-
-
-def _duration(seconds: float) -> str:
-    seconds = int(round(seconds))
-    if seconds < 60:
-        return f"{seconds}s"
-    minutes, seconds = divmod(seconds, 60)
-    if minutes < 60:
-        return f"{minutes}m{seconds:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m"
 
 
 def gpu_profile(gpus: float):

@@ -406,7 +406,7 @@ def _run_summary(spark, lake, cfg, report) -> str:
     """Where everything is: the product tables with their rows, the headline metrics per model
     with their n and MLflow runs, and how to open the MLflow UI."""
     from misbench.evaluate.tracking import store_location
-    from misbench.pipeline import duration
+    from misbench.logs import duration
     from misbench.views import view_definitions
 
     ran = sum(o.status != "skipped" for o in report.outcomes)

@@ -22,6 +22,17 @@ detail.propagate = False
 _file: Path | None = None
 
 
+def duration(seconds: float) -> str:
+    """A duration as the terminal writes it: 8.1s, 3m05s, 2h05m."""
+    if round(seconds, 1) < 60:
+        return f"{seconds:.1f}s"
+    minutes, rest = divmod(int(round(seconds)), 60)
+    if minutes < 60:
+        return f"{minutes}m{rest:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
 def log_file(cfg: Config) -> Path | None:
     """``log.dir`` or, on the embedded default (local Spark, a delta-rs lake in a local
     folder), ``<lake.root>/_logs``; the file in it. None on clusters."""

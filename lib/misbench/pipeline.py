@@ -24,6 +24,7 @@ from pyspark.sql import types as T
 
 from misbench.config import Config, conf_dir
 from misbench.lake import Lake
+from misbench.logs import duration
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +92,7 @@ def prompt_files_of(stage: str, names: list[str]) -> list[str]:
 
     return [name for name in names if owners(name) is None or stage in owners(name)]
 
-RUNS_SCHEMA = T.StructType([
+PIPELINE_RUNS_SCHEMA = T.StructType([
     T.StructField("run_id", T.StringType()),
     T.StructField("stage", T.StringType()),
     T.StructField("position", T.IntegerType()),
@@ -274,9 +275,5 @@ def _record(spark, lake, run_id, stage, position, status, key, inputs, outputs, 
             seconds) -> None:
     row = (run_id, stage.name, position, status, key, json.dumps(inputs, sort_keys=True, default=str),
            json.dumps(outputs, sort_keys=True, default=str), summary, started_at, float(seconds))
-    lake.write(spark.createDataFrame([row], RUNS_SCHEMA), "pipeline_runs", mode="append")
+    lake.write(spark.createDataFrame([row], PIPELINE_RUNS_SCHEMA), "pipeline_runs", mode="append")
 
-
-def duration(seconds: float) -> str:
-    minutes, rest = divmod(int(round(seconds)), 60)
-    return f"{minutes}m{rest:02d}s" if minutes else f"{seconds:.1f}s"

@@ -29,7 +29,7 @@ from misbench.quality import checks
 
 log = logging.getLogger(__name__)
 
-RUNS_SCHEMA = (
+GENERATION_RUNS_SCHEMA = (
     "run_id string, pass string, target string, backend string, model string, rows long, "
     "failed long, tokens_in long, tokens_out long, wall_s double, worker_s double, "
     "started_at timestamp"
@@ -94,7 +94,7 @@ class Generator:
             int(totals["rows"]), int(totals["failed"]), int(totals["tokens_in"]),
             int(totals["tokens_out"]), time.perf_counter() - started, float(totals["worker_s"]),
             dt.datetime.now(dt.timezone.utc),
-        )], RUNS_SCHEMA)
+        )], GENERATION_RUNS_SCHEMA)
         self.lake.write(record, "generation_runs", mode="append")
         return total
 
