@@ -118,8 +118,18 @@ def test_every_shipped_profile_names_only_settings_of_base_yaml(profile):
     (["hoax.reword.enabled=maybe"], r"setting 'hoax\.reword\.enabled' is 'maybe'; expected true or false"),
     (["ingest.languages=en"], r"setting 'ingest\.languages' is 'en'; expected a list"),
     (["generate=3"], r"setting 'generate' is 3; expected a section of settings"),
-    (["llm.llama_cpp.extra_buffer_types=7"], r"expected a text or true or false"),
+    (["llm.llama_cpp.extra_buffer_types=[1]"], r"expected a text or true or false"),
     (["ingest.languages=[en"], r"override value '\[en' is not valid YAML"),
+    # a null default says nothing of the type: NULL_DEFAULT_TYPES does
+    (["evaluate.limit=abc"], r"setting 'evaluate\.limit' is 'abc'; expected a whole number or null"),
+    (["hoax.countries=Q148"], r"setting 'hoax\.countries' is 'Q148'; expected a list or null"),
+    # a section set whole keeps every key
+    (["generate.sampling={temperature: 1}"],
+     r"section 'generate\.sampling' lacks max_tokens, min_tokens, seed, top_p"),
+    # a judge's LLM section overrides the llm section's own keys, no others
+    (["quality.entailment.llm_judge.llm.llama_cpp.modle=x"],
+     r"unknown setting 'quality\.entailment\.llm_judge\.llm\.llama_cpp\.modle'; did you mean"),
+    (["hoax.evaluate.judge.llm.llama_cpp.n_ctx=big"], r"'hoax\.evaluate\.judge\.llm\.llama_cpp\.n_ctx' is 'big'"),
 ])
 def test_unknown_settings_and_wrong_types_are_refused_by_their_full_key(overrides, message):
     with pytest.raises(ConfigError, match=message):
@@ -132,17 +142,33 @@ def test_what_the_schema_lets_through():
         "llm.llama_cpp.extra_buffer_types=false",  # "auto", true or false
         "claims.reference_date=2025-01-01",  # a date stays the text it was
         "llm.fake.replies={'a prompt': 'a reply'}", "spark.conf.spark.any.setting=1",  # sections of names
-        "evaluate.limit=5", "hoax.countries=[France]",  # null defaults take any value
+        "evaluate.limit=5", "hoax.countries=[France]", "spark.master=null",  # null and their own type
+        "quality.similarity.model_package=null",  # a package, or null for a model folder
+        "evaluate.yes_option=Yes", "lake.root=2026",  # a text as written where YAML reads true, a number
+        "quality.entailment.llm_judge.llm={backend: fake}",  # a judge's LLM: any subset of llm's keys
     ])
     assert cfg.get("claims.reference_date") == "2025-01-01" and cfg.get("ingest.split_mb") == 0.5
     assert cfg.get("llm.fake.replies") == {"a prompt": "a reply"}
+    assert cfg.get("evaluate.yes_option") == "Yes" and cfg.get("lake.root") == "2026"
 
 
-def test_a_profile_file_with_an_unknown_key_is_refused_with_the_key(tmp_path):
+def test_a_profile_file_is_checked_alone_in_a_list_and_through_extends(tmp_path):
     own = tmp_path / "mine.yaml"
     own.write_text("generate:\n  taks: 4\n")
     with pytest.raises(ConfigError, match=r"profile mine: unknown setting 'generate\.taks'"):
         load_config(str(own))
+    with pytest.raises(ConfigError, match=r"profile databricks,mine: unknown setting 'generate\.taks'"):
+        load_config(f"databricks,{own}")
+    child = tmp_path / "child.yaml"
+    child.write_text(f"extends: {own.with_suffix('')}\nevaluate:\n  limit: 3\n")
+    with pytest.raises(ConfigError, match=r"profile mine,child: unknown setting 'generate\.taks'"):
+        load_config(str(child))
+    typed = tmp_path / "typed.yaml"
+    typed.write_text("generate:\n  tasks: two\nclaims:\n  reference_date: 2025-01-01\n")
+    with pytest.raises(ConfigError, match=r"profile typed: setting 'generate\.tasks' is 'two'; expected a whole number"):
+        load_config(str(typed))
+    typed.write_text("claims:\n  reference_date: 2025-01-01\n")  # a date as written, as with --set
+    assert load_config(str(typed)).get("claims.reference_date") == "2025-01-01"
 
 
 def test_the_command_refuses_an_unknown_setting_before_any_work(tmp_path, capsys):

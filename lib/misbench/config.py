@@ -68,18 +68,30 @@ def deep_merge(base: dict, override: dict) -> dict:
 # Sections whose keys are names with dots in them (Spark's settings), not nested sections.
 DOTTED_NAME_SECTIONS = (("spark", "conf"),)
 # Sections whose keys are names, not settings: they take any key (every other key must be one
-# that base.yaml names). A judge's ``llm`` section holds overrides of the top-level ``llm``.
-OPEN_SECTIONS = ("spark.conf", "llm.models", "llm.fake.replies", "llm.vllm.engine_options", "evaluate.prompts",
-                 "quality.entailment.llm_judge.llm", "hoax.evaluate.judge.llm")
+# that base.yaml names).
+OPEN_SECTIONS = ("spark.conf", "llm.models", "llm.fake.replies", "llm.vllm.engine_options", "evaluate.prompts")
+# A judge's LLM section: overrides of the top-level ``llm`` section, checked against it (any
+# subset of its keys).
+LLM_OVERRIDES = ("quality.entailment.llm_judge.llm", "hoax.evaluate.judge.llm")
 # Settings named for a quantity (durations, sizes, GPU shares): a number even where the default
 # is a whole one (split_mb=0.5, gpus_per_task=0.5, progress_seconds=2.5).
 QUANTITY_SUFFIXES = ("seconds", "seconds_per_request", "_mb", "gpus_per_task")
-# Settings that take another type beside their default's ("auto", or true / false).
-ALSO_ACCEPTS = {"llm.llama_cpp.extra_buffer_types": ("boolean",)}
+# What a setting whose default is null takes beside null (a null says nothing of its type).
+NULL_DEFAULT_TYPES = {
+    "spark.master": "string", "spark.remote": "string", "lake.root": "string", "lake.catalog": "string",
+    "lake.schema": "string", "lake.internal_schema": "string", "log.dir": "string", "llm.engine_server.dir": "string",
+    "llm.engine_server.omp_threads": "integer", "llm.llama_cpp.n_threads": "integer", "llm.vllm.served_name": "string",
+    "generate.sampling.max_tokens": "integer", "quality.threads": "integer", "evaluate.limit": "integer",
+    "hoax.countries": "array", "hoax.evaluate.limit": "integer", "mlflow.tracking_uri": "string",
+    "mlflow.artifact_location": "string",
+}
+# Settings that take another type beside their default's ("auto", or true / false; a package
+# name, or null for a model folder).
+ALSO_ACCEPTS = {"llm.llama_cpp.extra_buffer_types": ("boolean",), "quality.similarity.model_package": ("null",)}
 _JSON_TYPES = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"), (list, "array"),
                (dict, "object"))
 _TYPE_WORDS = {"boolean": "true or false", "integer": "a whole number", "number": "a number", "string": "a text",
-               "array": "a list", "object": "a section of settings"}
+               "array": "a list", "object": "a section of settings", "null": "null"}
 
 
 def _json_type(value: Any, key: str) -> str:
@@ -90,28 +102,52 @@ def _json_type(value: Any, key: str) -> str:
     return kind
 
 
-def settings_schema(defaults: dict, path: str = "") -> dict:
+def settings_schema(defaults: dict, path: str = "", complete: bool = True, base: dict | None = None) -> dict:
     """The JSON Schema of the settings, read off their defaults (base.yaml): every key named
-    there and no other (except in OPEN_SECTIONS), each value of its default's type."""
+    there and no other (except in OPEN_SECTIONS), each value of its default's type (a null
+    default's: NULL_DEFAULT_TYPES). ``complete``: every key present (a section set whole with
+    --set must keep them all); a judge's LLM overrides name only what they change. ``base``:
+    the whole of base.yaml (``defaults`` at the top)."""
+    base = defaults if base is None else base
     properties = {}
     for key, value in defaults.items():
         key_path = f"{path}.{key}" if path else str(key)
         if key_path in OPEN_SECTIONS:
             properties[str(key)] = {"type": "object"}
+        elif key_path in LLM_OVERRIDES:
+            properties[str(key)] = settings_schema(base["llm"], "llm", complete=False, base=base)
         elif isinstance(value, dict):
-            properties[str(key)] = settings_schema(value, key_path)
-        elif value is None:
-            properties[str(key)] = {}
+            properties[str(key)] = settings_schema(value, key_path, complete, base)
         else:
-            kinds = [_json_type(value, key_path), *ALSO_ACCEPTS.get(key_path, ())]
+            if value is None:
+                if key_path not in NULL_DEFAULT_TYPES:
+                    raise ConfigError(f"base.yaml: '{key_path}' has a null default; name its type in "
+                                      "misbench.config.NULL_DEFAULT_TYPES")
+                kinds = [NULL_DEFAULT_TYPES[key_path], "null"]
+            else:
+                kinds = [_json_type(value, key_path), *ALSO_ACCEPTS.get(key_path, ())]
             properties[str(key)] = {"type": kinds if len(kinds) > 1 else kinds[0]}
-    return {"type": "object", "properties": properties, "additionalProperties": False}
+    schema = {"type": "object", "properties": properties, "additionalProperties": False}
+    if complete:
+        schema["required"] = list(properties)
+    return schema
 
 
 @functools.lru_cache(maxsize=4)
 def _validator(base_path: Path, modified: float) -> jsonschema.protocols.Validator:
-    schema = settings_schema(load_yaml(base_path))
-    return jsonschema.Draft202012Validator(schema)
+    return jsonschema.Draft202012Validator(settings_schema(load_yaml(base_path)))
+
+
+def expected_types(path: list[str]) -> list[str]:
+    """The JSON types the setting at ``path`` takes ([] where it is not one base.yaml names)."""
+    base_path = conf_dir() / "base.yaml"
+    node = _validator(base_path, base_path.stat().st_mtime).schema
+    for part in path:
+        node = node.get("properties", {}).get(part)
+        if node is None:
+            return []
+    kinds = node.get("type", [])
+    return kinds if isinstance(kinds, list) else [kinds]
 
 
 def _leaves(value: Any, path: str) -> list[str]:
@@ -125,7 +161,7 @@ def check_settings(data: dict, origin: str) -> None:
     """Refuse a key that base.yaml does not name, or a value not of its default's type,
     naming the key's full path and where it came from (``origin``: the profiles, --set)."""
     base_path = conf_dir() / "base.yaml"
-    problems = []
+    problems, missing = [], {}
     for error in _validator(base_path, base_path.stat().st_mtime).iter_errors(data):
         where = ".".join(str(part) for part in error.absolute_path)
         if error.validator == "additionalProperties":
@@ -135,12 +171,16 @@ def check_settings(data: dict, origin: str) -> None:
                 close = difflib.get_close_matches(str(key), list(section), n=1)
                 hint = f"; did you mean '{where + '.' if where else ''}{close[0]}'?" if close else ""
                 problems += [f"unknown setting '{leaf}'{hint}" for leaf in _leaves(error.instance[key], name)]
+        elif error.validator == "required":
+            missing.setdefault(where, set()).update(key for key in error.validator_value if key not in error.instance)
         elif error.validator == "type":
             wanted = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
             problems.append(f"setting '{where}' is {error.instance!r}; expected "
                             + " or ".join(_TYPE_WORDS[kind] for kind in wanted))
         else:  # not produced by settings_schema, kept so that nothing passes unreported
             problems.append(f"setting '{where}': {error.message}")
+    problems += [f"section '{where}' lacks {', '.join(sorted(keys))} (a section set whole keeps every key)"
+                 for where, keys in missing.items()]
     if problems:
         raise ConfigError(f"{origin}: " + "; ".join(sorted(problems)))
 
@@ -184,20 +224,34 @@ class Config:
                 node = node.setdefault(part, {})
                 if not isinstance(node, dict):
                     raise ConfigError(f"override '{assignment}': '{part}' is not a section")
-            node[parts[-1]] = _parsed(raw)
+            node[parts[-1]] = _parsed(raw, expected_types(parts))
         if assignments:
             check_settings(data, f"profile {self.profile} with its overrides")
         return Config(data, self.profile)
 
 
-def _parsed(raw: str) -> Any:
-    """A --set value as YAML (numbers, lists, null), except that a date stays the text it was
-    (every date setting is a text: ``claims.reference_date=2025-01-01``)."""
+def _parsed(raw: str, kinds: list[str]) -> Any:
+    """A --set value as YAML (numbers, lists, null), except where the setting takes a text
+    (``kinds``) and YAML reads another scalar: the text stays as written
+    (``claims.reference_date=2025-01-01``, ``evaluate.yes_option=Yes``, ``lake.root=2026``)."""
     try:
         value = yaml.safe_load(raw)
     except yaml.YAMLError as exc:
         raise ConfigError(f"override value {raw!r} is not valid YAML ({exc.problem})") from exc
-    return raw.strip() if isinstance(value, (dt.date, dt.datetime)) else value
+    if "string" not in kinds or not isinstance(value, (bool, int, float, dt.date)):
+        return value
+    kind = "date" if isinstance(value, dt.date) else _json_type(value, "")
+    fits = kind in kinds or (kind == "integer" and "number" in kinds)
+    return value if fits else raw.strip()
+
+
+def _dates_as_text(node: Any) -> Any:
+    """A profile file's dates as the text they were written as: every date setting is a text."""
+    if isinstance(node, dict):
+        return {key: _dates_as_text(value) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_dates_as_text(value) for value in node]
+    return node.isoformat() if isinstance(node, (dt.date, dt.datetime)) else node
 
 
 def _profile_layer(directory: Path, profile: str) -> tuple[dict, str]:
@@ -207,7 +261,7 @@ def _profile_layer(directory: Path, profile: str) -> tuple[dict, str]:
     if not path.is_file():
         known = sorted(p.stem for p in directory.glob("*.yaml") if p.stem != "base")
         raise ConfigError(f"unknown profile '{profile}' (known: {', '.join(known)})")
-    return load_yaml(path), path.stem
+    return _dates_as_text(load_yaml(path)), path.stem
 
 
 def load_config(profile: str = "local", overrides: Iterable[str] = ()) -> Config:

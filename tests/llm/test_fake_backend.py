@@ -3,12 +3,15 @@ same loader as the real backends."""
 import json
 import math
 
+from misbench.config import load_config
 from misbench.llm import SamplingParams, load_backend
 from misbench.prompts import load_prompt
 
 
 def fake(**section):
-    return load_backend({"backend": "fake", "fake": {"model": "fake-test", **section}})
+    """The fake backend with the defaults of base.yaml, changed by ``section``."""
+    defaults = load_config("local").get("llm.fake")
+    return load_backend({"backend": "fake", "fake": {**defaults, "model": "fake-test", **section}})
 
 
 def user(text):

@@ -26,6 +26,7 @@ from misbench.lake import Lake
 from misbench.llm import SamplingParams, engine_name, model_identity
 from misbench.prompts import load_prompt, prompt_wording
 from misbench.quality import checks
+from misbench.quality.job import run_quality
 
 log = logging.getLogger(__name__)
 
@@ -135,8 +136,6 @@ def run_generate(spark: SparkSession, lake: Lake, cfg: Config, limit: int | None
     Each pass's requests of all rounds are stored first (``generation_requests_<pass>``):
     only rows among them count as this run's texts, so texts of another model, prompt or
     an older conflict never fill a slot."""
-    from misbench.quality.job import run_quality  # quality imports this module
-
     from misbench.claims.job import require_one_false_object
 
     require_one_false_object(lake, "generate")

@@ -70,9 +70,9 @@ class FakeBackend(LLMBackend):
     backend = "fake"
 
     def __init__(self, config: dict):
-        super().__init__(str(config.get("model", "fake")))
-        self.replies = {str(k): str(v) for k, v in (config.get("replies") or {}).items()}
-        self.seconds_per_request = float(config.get("seconds_per_request", 0) or 0)
+        super().__init__(str(config["model"]))
+        self.replies = {str(k): str(v) for k, v in (config["replies"] or {}).items()}
+        self.seconds_per_request = float(config["seconds_per_request"] or 0)
 
     def _canned(self, user: str) -> str | None:
         return next((reply for key, reply in self.replies.items() if key in user), None)

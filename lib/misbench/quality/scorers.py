@@ -41,7 +41,7 @@ def torch_device(setting: str) -> str:
 def _limit_torch_threads(settings: dict) -> None:
     import torch
 
-    torch.set_num_threads(cpu_threads(settings.get("threads"), settings.get("tasks", 1)))
+    torch.set_num_threads(cpu_threads(settings["threads"], settings["tasks"]))
 
 
 class EntailmentScorer(ABC):
