@@ -41,7 +41,7 @@ setup(
         "openpyxl>=3.1",  # XLSX annotation sheets (human evaluation)
         "mlflow-skinny>=2.16",  # evaluation runs (the tracking client)
         "matplotlib>=3.7",  # the evaluation figures
-        "jsonschema>=4.18",  # hoax-evaluate: JSON answers checked against their schema
+        "jsonschema>=4.18",  # the settings checked against base.yaml; hoax-evaluate's JSON answers
     ],
     extras_require={
         "local": LOCAL,

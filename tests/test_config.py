@@ -111,14 +111,16 @@ def test_every_shipped_profile_names_only_settings_of_base_yaml(profile):
 
 @pytest.mark.parametrize("overrides, message", [
     (["claims.no_such_setting=1"], r"unknown setting 'claims\.no_such_setting'$"),
-    (["generate.taks=4"], r"unknown setting 'generate\.taks'; did you mean 'generate\.tasks'\?"),
+    (["generate.taks=4"], r"unknown setting 'generate\.taks' \(did you mean 'generate\.tasks'\?\)"),
     (["no_such_section.deeper.key=1"], r"unknown setting 'no_such_section\.deeper\.key'"),
     (["generate.tasks=abc"], r"setting 'generate\.tasks' is 'abc'; expected a whole number"),
     (["generate.tasks=2.5"], r"setting 'generate\.tasks' is 2\.5; expected a whole number"),
     (["hoax.reword.enabled=maybe"], r"setting 'hoax\.reword\.enabled' is 'maybe'; expected true or false"),
     (["ingest.languages=en"], r"setting 'ingest\.languages' is 'en'; expected a list"),
     (["generate=3"], r"setting 'generate' is 3; expected a section of settings"),
-    (["llm.llama_cpp.extra_buffer_types=[1]"], r"expected a text or true or false"),
+    (["generate.tasks=2.0"], r"setting 'generate\.tasks' is 2\.0; expected a whole number"),
+    (["ingest.languages=[en, no]"],  # YAML reads Norwegian's code as false
+     r"setting 'ingest\.languages\.1' is false; expected a text \(YAML reads yes, no, on and off as true"),
     (["ingest.languages=[en"], r"override value '\[en' is not valid YAML"),
     # a null default says nothing of the type: NULL_DEFAULT_TYPES does
     (["evaluate.limit=abc"], r"setting 'evaluate\.limit' is 'abc'; expected a whole number or null"),
@@ -128,7 +130,7 @@ def test_every_shipped_profile_names_only_settings_of_base_yaml(profile):
      r"section 'generate\.sampling' lacks max_tokens, min_tokens, seed, top_p"),
     # a judge's LLM section overrides the llm section's own keys, no others
     (["quality.entailment.llm_judge.llm.llama_cpp.modle=x"],
-     r"unknown setting 'quality\.entailment\.llm_judge\.llm\.llama_cpp\.modle'; did you mean"),
+     r"unknown setting 'quality\.entailment\.llm_judge\.llm\.llama_cpp\.modle' \(did you mean"),
     (["hoax.evaluate.judge.llm.llama_cpp.n_ctx=big"], r"'hoax\.evaluate\.judge\.llm\.llama_cpp\.n_ctx' is 'big'"),
 ])
 def test_unknown_settings_and_wrong_types_are_refused_by_their_full_key(overrides, message):
@@ -146,9 +148,12 @@ def test_what_the_schema_lets_through():
         "quality.similarity.model_package=null",  # a package, or null for a model folder
         "evaluate.yes_option=Yes", "lake.root=2026",  # a text as written where YAML reads true, a number
         "quality.entailment.llm_judge.llm={backend: fake}",  # a judge's LLM: any subset of llm's keys
+        "llm.fake.replies.a question=Yes", "claims.enrich.user_agent=misbench: tests",  # texts as written
+        "quality.human_eval.entails_at=2.5",  # a median of ratings
     ])
+    assert cfg.get("llm.fake.replies") == {"a prompt": "a reply", "a question": "Yes"}
+    assert cfg.get("claims.enrich.user_agent") == "misbench: tests"
     assert cfg.get("claims.reference_date") == "2025-01-01" and cfg.get("ingest.split_mb") == 0.5
-    assert cfg.get("llm.fake.replies") == {"a prompt": "a reply"}
     assert cfg.get("evaluate.yes_option") == "Yes" and cfg.get("lake.root") == "2026"
 
 

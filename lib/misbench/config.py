@@ -70,6 +70,8 @@ DOTTED_NAME_SECTIONS = (("spark", "conf"),)
 # Sections whose keys are names, not settings: they take any key (every other key must be one
 # that base.yaml names).
 OPEN_SECTIONS = ("spark.conf", "llm.models", "llm.fake.replies", "llm.vllm.engine_options", "evaluate.prompts")
+# Of those, the ones whose values are texts (a reply, a prompt's name).
+TEXT_SECTIONS = ("llm.fake.replies", "evaluate.prompts")
 # A judge's LLM section: overrides of the top-level ``llm`` section, checked against it (any
 # subset of its keys).
 LLM_OVERRIDES = ("quality.entailment.llm_judge.llm", "hoax.evaluate.judge.llm")
@@ -87,7 +89,9 @@ NULL_DEFAULT_TYPES = {
 }
 # Settings that take another type beside their default's ("auto", or true / false; a package
 # name, or null for a model folder).
-ALSO_ACCEPTS = {"llm.llama_cpp.extra_buffer_types": ("boolean",), "quality.similarity.model_package": ("null",)}
+ALSO_ACCEPTS = {"llm.llama_cpp.extra_buffer_types": ("boolean",), "quality.similarity.model_package": ("null",),
+                # a median of ratings may fall between two (2.5)
+                "quality.human_eval.entails_at": ("number",), "quality.human_eval.conflicts_at": ("number",)}
 _JSON_TYPES = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"), (list, "array"),
                (dict, "object"))
 _TYPE_WORDS = {"boolean": "true or false", "integer": "a whole number", "number": "a number", "string": "a text",
@@ -114,6 +118,8 @@ def settings_schema(defaults: dict, path: str = "", complete: bool = True, base:
         key_path = f"{path}.{key}" if path else str(key)
         if key_path in OPEN_SECTIONS:
             properties[str(key)] = {"type": "object"}
+            if key_path in TEXT_SECTIONS:
+                properties[str(key)]["additionalProperties"] = {"type": "string"}
         elif key_path in LLM_OVERRIDES:
             properties[str(key)] = settings_schema(base["llm"], "llm", complete=False, base=base)
         elif isinstance(value, dict):
@@ -127,15 +133,26 @@ def settings_schema(defaults: dict, path: str = "", complete: bool = True, base:
             else:
                 kinds = [_json_type(value, key_path), *ALSO_ACCEPTS.get(key_path, ())]
             properties[str(key)] = {"type": kinds if len(kinds) > 1 else kinds[0]}
+            items = {_json_type(item, key_path) for item in value} if isinstance(value, list) else set()
+            if len(items) == 1:  # a list of texts takes texts only ([en, no] would read "no" as false)
+                properties[str(key)]["items"] = {"type": items.pop()}
     schema = {"type": "object", "properties": properties, "additionalProperties": False}
     if complete:
         schema["required"] = list(properties)
     return schema
 
 
+# A whole number is a Python int: JSON Schema's "integer" also takes 2.0, which would reach
+# code that counts with it.
+_Validator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda _, value: isinstance(value, int) and not isinstance(value, bool)))
+
+
 @functools.lru_cache(maxsize=4)
 def _validator(base_path: Path, modified: float) -> jsonschema.protocols.Validator:
-    return jsonschema.Draft202012Validator(settings_schema(load_yaml(base_path)))
+    return _Validator(settings_schema(load_yaml(base_path)))
 
 
 def expected_types(path: list[str]) -> list[str]:
@@ -143,7 +160,10 @@ def expected_types(path: list[str]) -> list[str]:
     base_path = conf_dir() / "base.yaml"
     node = _validator(base_path, base_path.stat().st_mtime).schema
     for part in path:
-        node = node.get("properties", {}).get(part)
+        inner = node.get("properties", {}).get(part)
+        if inner is None and isinstance(node.get("additionalProperties"), dict):
+            inner = node["additionalProperties"]  # a value of a section of names
+        node = inner
         if node is None:
             return []
     kinds = node.get("type", [])
@@ -166,23 +186,35 @@ def check_settings(data: dict, origin: str) -> None:
         where = ".".join(str(part) for part in error.absolute_path)
         if error.validator == "additionalProperties":
             section = error.schema.get("properties", {})
-            for key in sorted(set(error.instance) - set(section)):
+            for key in sorted(set(error.instance) - set(section), key=str):
                 name = f"{where}.{key}" if where else str(key)
                 close = difflib.get_close_matches(str(key), list(section), n=1)
-                hint = f"; did you mean '{where + '.' if where else ''}{close[0]}'?" if close else ""
-                problems += [f"unknown setting '{leaf}'{hint}" for leaf in _leaves(error.instance[key], name)]
+                leaves = _leaves(error.instance[key], name)
+                hint = f" (did you mean '{where + '.' if where else ''}{close[0]}'?)" if close and len(leaves) == 1 else ""
+                problems += [f"unknown setting '{leaf}'{hint}" for leaf in leaves]
         elif error.validator == "required":
             missing.setdefault(where, set()).update(key for key in error.validator_value if key not in error.instance)
         elif error.validator == "type":
             wanted = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
-            problems.append(f"setting '{where}' is {error.instance!r}; expected "
-                            + " or ".join(_TYPE_WORDS[kind] for kind in wanted))
+            quote = (" (YAML reads yes, no, on and off as true and false: quote the text)"
+                     if isinstance(error.instance, bool) and "string" in wanted else "")
+            problems.append(f"setting '{where}' is {_shown(error.instance)}; expected "
+                            + " or ".join(_TYPE_WORDS[kind] for kind in wanted) + quote)
         else:  # not produced by settings_schema, kept so that nothing passes unreported
             problems.append(f"setting '{where}': {error.message}")
     problems += [f"section '{where}' lacks {', '.join(sorted(keys))} (a section set whole keeps every key)"
                  for where, keys in missing.items()]
     if problems:
-        raise ConfigError(f"{origin}: " + "; ".join(sorted(problems)))
+        problems = sorted(problems)
+        more = f"; and {len(problems) - 12} more" if len(problems) > 12 else ""
+        raise ConfigError(f"{origin}: " + "; ".join(problems[:12]) + more)
+
+
+def _shown(value: Any) -> str:
+    """A value as the user wrote it ('a text', null, true, [1, 2]), not as Python prints it."""
+    if isinstance(value, str):
+        return repr(value)
+    return yaml.safe_dump(value, default_flow_style=True, width=200).strip().removesuffix("...").strip()
 
 
 class Config:
@@ -232,15 +264,18 @@ class Config:
 
 def _parsed(raw: str, kinds: list[str]) -> Any:
     """A --set value as YAML (numbers, lists, null), except where the setting takes a text
-    (``kinds``) and YAML reads another scalar: the text stays as written
-    (``claims.reference_date=2025-01-01``, ``evaluate.yes_option=Yes``, ``lake.root=2026``)."""
+    (``kinds``) and YAML reads something it does not take: the text stays as written
+    (``claims.reference_date=2025-01-01``, ``evaluate.yes_option=Yes``, ``lake.root=2026``,
+    ``claims.enrich.user_agent=a: b``)."""
     try:
         value = yaml.safe_load(raw)
     except yaml.YAMLError as exc:
+        if "string" in kinds:
+            return raw.strip()
         raise ConfigError(f"override value {raw!r} is not valid YAML ({exc.problem})") from exc
-    if "string" not in kinds or not isinstance(value, (bool, int, float, dt.date)):
+    if "string" not in kinds or isinstance(value, str) or (value is None and "null" in kinds):
         return value
-    kind = "date" if isinstance(value, dt.date) else _json_type(value, "")
+    kind = "date" if isinstance(value, (dt.date, dt.datetime)) else _json_type(value, "")
     fits = kind in kinds or (kind == "integer" and "number" in kinds)
     return value if fits else raw.strip()
 
@@ -251,7 +286,7 @@ def _dates_as_text(node: Any) -> Any:
         return {key: _dates_as_text(value) for key, value in node.items()}
     if isinstance(node, list):
         return [_dates_as_text(value) for value in node]
-    return node.isoformat() if isinstance(node, (dt.date, dt.datetime)) else node
+    return str(node) if isinstance(node, (dt.date, dt.datetime)) else node
 
 
 def _profile_layer(directory: Path, profile: str) -> tuple[dict, str]:

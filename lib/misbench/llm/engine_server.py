@@ -156,7 +156,7 @@ class EngineClient(LLMBackend):
 
     def _ensure_engine(self) -> dict:
         info_path, socket_path, log_path = self._paths()
-        server = self.settings.get("engine_server") or {}
+        server = self.settings["engine_server"]
         with slot_lock(self.folder, self.slot):  # one starter per slot; the others wait, then connect
             info = self._read_info(info_path)
             if info and _alive(int(info["pid"])) and info["settings_key"] == self.key:
@@ -185,11 +185,11 @@ class EngineClient(LLMBackend):
                 process = subprocess.Popen(
                     [sys.executable, "-m", "misbench.llm.engine_server", "--slot", self.slot,
                      "--folder", str(self.folder), "--settings", str(settings_file),
-                     "--idle-seconds", str(float(server.get("idle_seconds", 600)))],
+                     "--idle-seconds", str(float(server["idle_seconds"]))],
                     stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
                     start_new_session=True,  # outlives the Python worker that started it
                     env=env)
-            deadline = time.monotonic() + float(server.get("start_timeout_seconds", 1800))
+            deadline = time.monotonic() + float(server["start_timeout_seconds"])
             while time.monotonic() < deadline:
                 info = self._read_info(info_path)
                 if info and int(info["pid"]) == process.pid:

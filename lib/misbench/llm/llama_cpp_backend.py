@@ -110,17 +110,17 @@ class LlamaCppBackend(LLMBackend):
         super().__init__(name)
         threads = cpu_threads(config.get("n_threads"), config.get("workers", 1))
         system_info = llama_cpp.llama_print_system_info().decode("utf-8", "replace")
-        extra_bufts = use_extra_buffer_types(config.get("extra_buffer_types", "auto"), system_info)
+        extra_bufts = use_extra_buffer_types(config["extra_buffer_types"], system_info)
         with _model_params(extra_bufts):
             self.engine = Llama(
                 model_path=str(path),
-                n_ctx=int(config.get("n_ctx", 4096)),
+                n_ctx=int(config["n_ctx"]),
                 n_threads=int(threads),
                 # Prompt processing too: llama.cpp's default (all cores) oversubscribes the CPU
                 # when several engines share a machine, and its spinning threads then crawl.
                 n_threads_batch=int(threads),
-                n_batch=int(config.get("n_batch", 256)),
-                seed=int(config.get("seed", 0)),
+                n_batch=int(config["n_batch"]),
+                seed=int(config["seed"]),
                 verbose=False,
             )
         # What the engine was really given (tests read it; a wrong value would be a crash risk).

