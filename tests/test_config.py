@@ -125,6 +125,8 @@ def test_every_shipped_profile_names_only_settings_of_base_yaml(profile):
     # a null default says nothing of the type: NULL_DEFAULT_TYPES does
     (["evaluate.limit=abc"], r"setting 'evaluate\.limit' is 'abc'; expected a whole number or null"),
     (["hoax.countries=Q148"], r"setting 'hoax\.countries' is 'Q148'; expected a list or null"),
+    (["hoax.countries=[Q148, no]"], r"setting 'hoax\.countries\.1' is false; expected a text"),
+    (["llm.llama_cpp.extra_buffer_types="], r"'llm\.llama_cpp\.extra_buffer_types' is null; expected a text or true"),
     # a section set whole keeps every key
     (["generate.sampling={temperature: 1}"],
      r"section 'generate\.sampling' lacks max_tokens, min_tokens, seed, top_p"),
@@ -148,11 +150,11 @@ def test_what_the_schema_lets_through():
         "quality.similarity.model_package=null",  # a package, or null for a model folder
         "evaluate.yes_option=Yes", "lake.root=2026",  # a text as written where YAML reads true, a number
         "quality.entailment.llm_judge.llm={backend: fake}",  # a judge's LLM: any subset of llm's keys
-        "llm.fake.replies.a question=Yes", "claims.enrich.user_agent=misbench: tests",  # texts as written
+        "llm.fake.replies.a question=Yes", "claims.enrich.user_agent=misbench #2: tests",  # texts as written
         "quality.human_eval.entails_at=2.5",  # a median of ratings
     ])
     assert cfg.get("llm.fake.replies") == {"a prompt": "a reply", "a question": "Yes"}
-    assert cfg.get("claims.enrich.user_agent") == "misbench: tests"
+    assert cfg.get("claims.enrich.user_agent") == "misbench #2: tests"
     assert cfg.get("claims.reference_date") == "2025-01-01" and cfg.get("ingest.split_mb") == 0.5
     assert cfg.get("evaluate.yes_option") == "Yes" and cfg.get("lake.root") == "2026"
 

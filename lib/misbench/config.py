@@ -84,7 +84,7 @@ NULL_DEFAULT_TYPES = {
     "lake.schema": "string", "lake.internal_schema": "string", "log.dir": "string", "llm.engine_server.dir": "string",
     "llm.engine_server.omp_threads": "integer", "llm.llama_cpp.n_threads": "integer", "llm.vllm.served_name": "string",
     "generate.sampling.max_tokens": "integer", "quality.threads": "integer", "evaluate.limit": "integer",
-    "hoax.countries": "array", "hoax.evaluate.limit": "integer", "mlflow.tracking_uri": "string",
+    "hoax.countries": ("array", "string"), "hoax.evaluate.limit": "integer", "mlflow.tracking_uri": "string",
     "mlflow.artifact_location": "string",
 }
 # Settings that take another type beside their default's ("auto", or true / false; a package
@@ -129,11 +129,14 @@ def settings_schema(defaults: dict, path: str = "", complete: bool = True, base:
                 if key_path not in NULL_DEFAULT_TYPES:
                     raise ConfigError(f"base.yaml: '{key_path}' has a null default; name its type in "
                                       "misbench.config.NULL_DEFAULT_TYPES")
-                kinds = [NULL_DEFAULT_TYPES[key_path], "null"]
+                named = NULL_DEFAULT_TYPES[key_path]  # a type, or (array, its items' type)
+                kinds = [named[0] if isinstance(named, tuple) else named, "null"]
             else:
                 kinds = [_json_type(value, key_path), *ALSO_ACCEPTS.get(key_path, ())]
             properties[str(key)] = {"type": kinds if len(kinds) > 1 else kinds[0]}
             items = {_json_type(item, key_path) for item in value} if isinstance(value, list) else set()
+            if value is None and isinstance(NULL_DEFAULT_TYPES[key_path], tuple):
+                items = {NULL_DEFAULT_TYPES[key_path][1]}
             if len(items) == 1:  # a list of texts takes texts only ([en, no] would read "no" as false)
                 properties[str(key)]["items"] = {"type": items.pop()}
     schema = {"type": "object", "properties": properties, "additionalProperties": False}
@@ -263,21 +266,28 @@ class Config:
 
 
 def _parsed(raw: str, kinds: list[str]) -> Any:
-    """A --set value as YAML (numbers, lists, null), except where the setting takes a text
-    (``kinds``) and YAML reads something it does not take: the text stays as written
-    (``claims.reference_date=2025-01-01``, ``evaluate.yes_option=Yes``, ``lake.root=2026``,
-    ``claims.enrich.user_agent=a: b``)."""
+    """A --set value as YAML (numbers, lists, null), except where the setting takes a text:
+    a setting that takes only a text gets the text as written (quotes removed; ``null`` where
+    it takes null), and one that takes a text among other types gets it where YAML reads
+    something it does not take (``claims.reference_date=2025-01-01``, ``lake.root=2026``,
+    ``evaluate.yes_option=Yes``, ``claims.enrich.user_agent=bot #2 (contact)``)."""
+    text = raw.strip()
+    quoted = len(text) > 1 and text[0] == text[-1] and text[0] in "'\""
+    if "string" in kinds and set(kinds) <= {"string", "null"} and not quoted:
+        return None if text in ("null", "~") and "null" in kinds else text
     try:
         value = yaml.safe_load(raw)
     except yaml.YAMLError as exc:
         if "string" in kinds:
-            return raw.strip()
+            return text
         raise ConfigError(f"override value {raw!r} is not valid YAML ({exc.problem})") from exc
-    if "string" not in kinds or isinstance(value, str) or (value is None and "null" in kinds):
+    if "string" not in kinds or isinstance(value, str):
         return value
+    if value is None:  # null, an empty value or a comment: kept as written where a text is
+        return None if "null" in kinds or not text or text in ("null", "~") else text
     kind = "date" if isinstance(value, (dt.date, dt.datetime)) else _json_type(value, "")
     fits = kind in kinds or (kind == "integer" and "number" in kinds)
-    return value if fits else raw.strip()
+    return value if fits else text
 
 
 def _dates_as_text(node: Any) -> Any:
@@ -286,7 +296,7 @@ def _dates_as_text(node: Any) -> Any:
         return {key: _dates_as_text(value) for key, value in node.items()}
     if isinstance(node, list):
         return [_dates_as_text(value) for value in node]
-    return str(node) if isinstance(node, (dt.date, dt.datetime)) else node
+    return node.isoformat() if isinstance(node, (dt.date, dt.datetime)) else node
 
 
 def _profile_layer(directory: Path, profile: str) -> tuple[dict, str]:
