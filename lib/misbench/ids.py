@@ -5,9 +5,15 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 
-def stable_id(*parts: Column) -> Column:
+def stable_id(*parts: Column, length: int = 16) -> Column:
     """A short id that is the same on every run for the same parts."""
-    return F.substring(F.sha2(F.concat_ws("|", *parts), 256), 1, 16)
+    return F.substring(F.sha2(F.concat_ws("|", *parts), 256), 1, length)
+
+
+def request_id(model: str, sampling_key: str) -> Column:
+    """A generation request's id: the model, the rendered prompt (``messages``) and the
+    sampling, so the same request is never generated twice."""
+    return stable_id(F.lit(model), F.col("messages"), F.lit(sampling_key), length=24)
 
 
 def seeded_hash(*parts) -> Column:

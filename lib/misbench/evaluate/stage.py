@@ -34,7 +34,7 @@ from pyspark.sql import functions as F
 from misbench.bench.stage import ENTRY_STYLE, LETTERS, role_order
 from misbench.claims.stage import normalized
 from misbench.prompts import Prompt, messages_column
-from misbench.ids import seeded_hash, stable_id
+from misbench.ids import request_id, seeded_hash, stable_id
 
 SETTINGS = ("probe", "detection", "single", "pair", "style", "desc", "rtd")
 CHOICE_SETTINGS = ("probe", "single", "pair", "style")
@@ -246,8 +246,7 @@ def step_requests(rows: DataFrame, prompt: Prompt, fields: Mapping[str, str], st
         "claim_id", "hop", "kind", F.lit(step).alias("style"), F.lit(prompt.name).alias("prompt_name"),
         F.lit(prompt.sha).alias("prompt_hash"), messages.alias("messages"),
         F.col("passage_id").alias("source_evidence_id"),
-    ).withColumn("evidence_id", F.substring(F.sha2(F.concat_ws(
-        "|", F.lit(model), F.col("messages"), F.lit(sampling_key)), 256), 1, 24)) \
+    ).withColumn("evidence_id", request_id(model, sampling_key)) \
         .select("evidence_id", "claim_id", "hop", "kind", "style", "prompt_name", "prompt_hash", "messages",
                 "source_evidence_id")
 
@@ -441,5 +440,4 @@ def answer_batches(llm_settings: dict, mode: str, sampling: dict, run_id: str, f
 def response_key(model: str, mode: str) -> Column:
     """An answer's id: the model, the answer mode and the rendered prompt of the item (a new
     prompt wording or option order is a new answer; the same item is never asked twice)."""
-    return F.substring(F.sha2(F.concat_ws("|", F.lit(model), F.lit(mode), F.col("setting"), F.col("item_id"),
-                                          F.col("prompt_hash")), 256), 1, 24)
+    return stable_id(F.lit(model), F.lit(mode), F.col("setting"), F.col("item_id"), F.col("prompt_hash"), length=24)

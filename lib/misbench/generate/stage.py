@@ -28,6 +28,7 @@ import pandas as pd
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from misbench.ids import request_id
 from misbench.prompts import Prompt, messages_column
 from misbench.refusals import find_refusal
 
@@ -59,9 +60,6 @@ def _prompt_udf(prompt: Prompt, field_columns: dict[str, str]):
     """Rendered chat messages (JSON) of a prompt, from the named columns."""
     return messages_column(prompt, field_columns), prompt
 
-
-def _request_key(model: str, sampling_key: str) -> F.Column:
-    return F.substring(F.sha2(F.concat_ws("|", F.lit(model), F.col("messages"), F.lit(sampling_key)), 256), 1, 24)
 
 
 def _described(column: str) -> F.Column:
@@ -127,7 +125,7 @@ def description_requests(
         "claim_id", "hop", F.lit("semantic").alias("kind"), F.lit("description").alias("style"),
         F.lit(prompt.name).alias("prompt_name"), F.lit(prompt.sha).alias("prompt_hash"),
         messages.alias("messages"), F.lit(None).cast("string").alias("source_evidence_id"),
-    ).withColumn("evidence_id", _request_key(model, sampling_key)).select(*REQUEST_COLUMNS)
+    ).withColumn("evidence_id", request_id(model, sampling_key)).select(*REQUEST_COLUMNS)
 
 
 def _word_set(column: str) -> F.Column:
@@ -253,7 +251,7 @@ def entry_requests(
     for frame in requests[1:]:
         union = union.unionByName(frame)
     return union.select(
-        "*", F.lit("wikipedia").alias("style")).withColumn("evidence_id", _request_key(model, sampling_key)).select(*REQUEST_COLUMNS)
+        "*", F.lit("wikipedia").alias("style")).withColumn("evidence_id", request_id(model, sampling_key)).select(*REQUEST_COLUMNS)
 
 
 def style_requests(
@@ -272,7 +270,7 @@ def style_requests(
     union = frames[0]
     for frame in frames[1:]:
         union = union.unionByName(frame)
-    return union.withColumn("evidence_id", _request_key(model, sampling_key)).select(*REQUEST_COLUMNS)
+    return union.withColumn("evidence_id", request_id(model, sampling_key)).select(*REQUEST_COLUMNS)
 
 
 def passing_texts(evidence: DataFrame, verdicts: DataFrame, model: str, prompt_hashes: Sequence[str]) -> DataFrame:

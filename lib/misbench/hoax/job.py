@@ -20,6 +20,7 @@ from misbench.config import Config, ConfigError
 from misbench.generate.job import Generator
 from misbench.hoax import imports, intersection, stage
 from misbench.hoax.spec import load_spec
+from misbench.ids import request_id
 from misbench.lake import Lake, drop_older_layout, write_partition
 from misbench.llm import SamplingParams, model_identity
 from misbench.prompts import load_prompt, messages_column
@@ -69,8 +70,7 @@ def reword(spark: SparkSession, lake: Lake, cfg: Config, questions: DataFrame,
         F.lit("reword").alias("style"), F.lit(prompt.name).alias("prompt_name"), F.lit(prompt.sha).alias("prompt_hash"),
         messages_column(prompt, {"question": "template_question"}).alias("messages"),
         F.col("question_id").alias("source_evidence_id"),
-    ).withColumn("evidence_id", F.substring(F.sha2(F.concat_ws(
-        "|", F.lit(model_identity(llm)), F.col("messages"), F.lit(params.key())), 256), 1, 24))
+    ).withColumn("evidence_id", request_id(model_identity(llm), params.key()))
     lake.write(requests, "hoax_requests_reword")
     requests = lake.read("hoax_requests_reword")
     Generator(spark, lake, cfg.with_overrides(["generate.min_words=1"])).run(
