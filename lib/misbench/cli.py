@@ -406,12 +406,11 @@ def _run_summary(spark, lake, cfg, report) -> str:
     """Where everything is: the product tables with their rows, the headline metrics per model
     with their n and MLflow runs, and how to open the MLflow UI."""
     from misbench.evaluate.tracking import store_location
-    from misbench.logs import duration
     from misbench.views import view_definitions
 
     ran = sum(o.status != "skipped" for o in report.outcomes)
     skipped = sum(o.status == "skipped" for o in report.outcomes)
-    lines = [f"run-all: finished in {duration(report.seconds)}: {ran} stage(s) ran, {skipped} skipped "
+    lines = [f"run-all: finished in {logs.duration(report.seconds)}: {ran} stage(s) ran, {skipped} skipped "
              f"(run {report.run_id}; see pipeline_runs)", "", "Tables (product tables; misbench tables --all adds "
              "the internal ones):"]
     tables = lake.tables()

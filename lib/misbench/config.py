@@ -125,23 +125,30 @@ def settings_schema(defaults: dict, path: str = "", complete: bool = True, base:
         elif isinstance(value, dict):
             properties[str(key)] = settings_schema(value, key_path, complete, base)
         else:
-            if value is None:
-                if key_path not in NULL_DEFAULT_TYPES:
-                    raise ConfigError(f"base.yaml: '{key_path}' has a null default; name its type in "
-                                      "misbench.config.NULL_DEFAULT_TYPES")
-                named = NULL_DEFAULT_TYPES[key_path]  # a type, or (array, its items' type)
-                kinds = [named[0] if isinstance(named, tuple) else named, "null"]
-            else:
-                kinds = [_json_type(value, key_path), *ALSO_ACCEPTS.get(key_path, ())]
-            properties[str(key)] = {"type": kinds if len(kinds) > 1 else kinds[0]}
-            items = {_json_type(item, key_path) for item in value} if isinstance(value, list) else set()
-            if value is None and isinstance(NULL_DEFAULT_TYPES[key_path], tuple):
-                items = {NULL_DEFAULT_TYPES[key_path][1]}
-            if len(items) == 1:  # a list of texts takes texts only ([en, no] would read "no" as false)
-                properties[str(key)]["items"] = {"type": items.pop()}
+            properties[str(key)] = _value_schema(value, key_path)
     schema = {"type": "object", "properties": properties, "additionalProperties": False}
     if complete:
         schema["required"] = list(properties)
+    return schema
+
+
+def _value_schema(value: Any, key_path: str) -> dict:
+    """One setting's schema: its default's type (a null default's from NULL_DEFAULT_TYPES), the
+    types ALSO_ACCEPTS adds, and for a list its items' type: a list of texts takes texts only
+    ([en, no] would read "no" as false)."""
+    if value is None:
+        if key_path not in NULL_DEFAULT_TYPES:
+            raise ConfigError(f"base.yaml: '{key_path}' has a null default; name its type in "
+                              "misbench.config.NULL_DEFAULT_TYPES")
+        named = NULL_DEFAULT_TYPES[key_path]  # a type, or (array, its items' type)
+        kind, item = named if isinstance(named, tuple) else (named, None)
+        kinds, items = [kind, "null"], {item} - {None}
+    else:
+        kinds = [_json_type(value, key_path), *ALSO_ACCEPTS.get(key_path, ())]
+        items = {_json_type(item, key_path) for item in value} if isinstance(value, list) else set()
+    schema = {"type": kinds if len(kinds) > 1 else kinds[0]}
+    if len(items) == 1:
+        schema["items"] = {"type": items.pop()}
     return schema
 
 

@@ -251,7 +251,7 @@ def entry_requests(
     for frame in requests[1:]:
         union = union.unionByName(frame)
     return union.select(
-        "*", F.lit("wikipedia").alias("style")).withColumn("evidence_id", request_id(model, sampling_key)).select(*REQUEST_COLUMNS)
+        "*", F.lit(STYLES[0]).alias("style")).withColumn("evidence_id", request_id(model, sampling_key)).select(*REQUEST_COLUMNS)
 
 
 def style_requests(
