@@ -16,7 +16,7 @@ from misbench.refusals import find_refusal
 
 # Part of quality's results key: raise it when a rule here changes what passes, so texts an
 # earlier version judged are judged again (settings alone would not tell).
-RULES_VERSION = 4
+RULES_VERSION = 5
 # Filters in the order the pipeline applies them; a row's ``failed_filter`` is the first one
 # it fails, and quality_stats counts rows in and out of each in this order.
 FILTERS = ("completeness", "content", "entailment", "similarity")
@@ -312,7 +312,8 @@ def content_failures(text: str, facts: ContentFacts, settings: dict, echo_grams:
     """Why a complete text does not say what its row says, by rules (no model); empty when it
     passes. ``settings``: the ``quality.content`` section. Every text: no talk about the text,
     the prompt or the task (``meta_patterns``), no run of the prompts' wording, not the
-    question itself. Misinformation: names its subject, and never names the true answer (by
+    question itself, no claim called false or a myth (``dispute_patterns``). Misinformation:
+    names its subject, does not deny its claim (``denies_claim``), and never names the true answer (by
     its label or an alias) beside it or away from its false answer
     (``true_answer_named_against_claim``). Temporal:
     names its period, and every sentence that states the false claim (names the subject and
@@ -331,8 +332,15 @@ def content_failures(text: str, facts: ContentFacts, settings: dict, echo_grams:
         reasons.append(f"content: repeats the prompt ({echoed!r})")
     if facts.question and repeats_question(text, facts.question):
         reasons.append("content: repeats the question")
+    disputes = _pattern(settings, "dispute_patterns")
+    found = disputes.search(text) if disputes else None
+    if found:
+        reasons.append(f"content: disputes a claim ({found.group(0)!r})")
     if facts.kind == "correct":
         return reasons
+    denial = denies_claim(text, facts.subject, facts.false_answer, dated=facts.kind == "temporal")
+    if denial:
+        reasons.append(f"content: denies its claim ({denial!r})")
     # a text that never names its subject states no claim about it ("Fort Bridge" for the
     # Forth Bridge, a blog post about Algeria alone)
     if facts.subject and not names(text, facts.subject):
@@ -355,6 +363,32 @@ def content_failures(text: str, facts: ContentFacts, settings: dict, echo_grams:
             reasons.append(f"content: does not describe the other entity of the name "
                            f"({facts.subject}, {facts.description}: {share:.2f} of its words < {least})")
     return reasons
+
+
+# A negation between a sentence's subject and its answer: "Scotland is not located in Algeria",
+# "Scotland isn't part of Algeria", "Scotland no longer lies in Algeria".
+_NEGATION = re.compile(r"\b(?:not|never|no longer|neither|nor|hardly)\b|n['\u2019]t\b", re.IGNORECASE)
+_DENIAL_GAP_WORDS = 8
+
+
+def denies_claim(text: str, subject: str, answer: str | None, dated: bool = False) -> str | None:
+    """The first sentence (cut to 120 characters) that names ``subject`` and then ``answer``
+    with a negation in between, at most eight words apart and no comma or semicolon between
+    them (so "Scotland, which is not far from the sea, lies in Algeria" is no denial); None
+    when there is none. ``dated``: a temporal text's sentences naming a year are left out
+    ("Before 2035 Scotland was not part of Algeria" agrees with a claim from 2035)."""
+    if not subject or not subject.strip() or not answer or not answer.strip():
+        return None
+    pair = re.compile(rf"(?<![\w-]){re.escape(subject.strip())}(?![\w-])(?P<gap>[^,;:]*?)"
+                      rf"(?<![\w-]){re.escape(answer.strip())}(?![\w-])", re.IGNORECASE)
+    for sentence in sentences(text):
+        if dated and _YEAR.search(sentence):
+            continue
+        for found in pair.finditer(sentence):
+            gap = found.group("gap")
+            if len(gap.split()) <= _DENIAL_GAP_WORDS and _NEGATION.search(gap):
+                return sentence[:120]
+    return None
 
 
 def _period_failures(text: str, facts: ContentFacts, settings: dict) -> list[str]:
