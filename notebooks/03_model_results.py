@@ -272,7 +272,6 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 KINDS = ["factual", "temporal", "semantic"]
-STYLES = ["wikipedia", "news", "science", "blog", "technical", "confident"]
 
 
 def with_series(frame):
@@ -344,7 +343,8 @@ by_style = with_series(spark.sql("""
 if by_style.empty:
     print("no per-style metrics in eval_metrics: run misbench evaluate with the style and detection settings")
 else:
-    styles = [s for s in STYLES if s in set(by_style["style"])] + sorted(set(by_style["style"]) - set(STYLES))
+    # the entries' style first, then the rewrites (generate.styles) by name, as misbench's figures
+    styles = sorted(set(by_style["style"]), key=lambda style: (style != "wikipedia", style))
     fig, axes = plt.subplots(1, 2, figsize=(14, 3.8))
     grouped_bars(axes[0], by_style[by_style["setting"] == "style"], "style", styles,
                  "style: memorization ratio per style", "MR", (0, 1.1))

@@ -188,10 +188,15 @@ def test_exports_for_hugging_face_and_lm_eval(spark, cfg, bench_lake, tmp_path):
         assert list(row.options)[stage.LETTERS.index(row.answer)] == dict(zip(questions[row.question_id].roles,
                                                                             questions[row.question_id].options))["memory"]
     texts = {r.evidence_id: r.text for r in bench_lake.read("bench_texts").collect()}
-    for row in frame.itertuples():  # the 18 misinformation columns hold the question's texts by kind and style
+    # one column per kind and style the texts have (the hand-made texts' three styles), the
+    # entries' first
+    styles = ["wikipedia", "blog", "news"]
+    assert [c for c in frame.columns if c.startswith("misinformation_factual_")] == \
+        [f"misinformation_factual_{style}" for style in styles]
+    for row in frame.itertuples():  # the misinformation columns hold the question's texts by kind and style
         q = questions[row.question_id]
         for kind in ("factual", "temporal", "semantic"):
-            for style in stage.STYLES:
+            for style in styles:
                 expected = texts.get((q.misinformation_texts.get(kind) or {}).get(style))
                 assert getattr(row, f"misinformation_{kind}_{style}") == expected, (kind, style)
     assert any(row.misinformation_factual_news for row in frame.itertuples())

@@ -91,7 +91,7 @@ def claim_frames(spark):
     return claims, conflicts, descriptions
 
 
-PROMPTS = {name: load_prompt(name) for name in stage.PROMPT_NAMES}
+PROMPTS = {name: load_prompt(name) for name in stage.prompt_names(["news", "science", "blog", "technical", "confident"])}
 
 
 def test_entry_requests_cover_every_kind_with_stable_keys(spark):
@@ -198,8 +198,13 @@ def test_evidence_slots_count_attempts_and_the_first_pass(spark):
        "generated_at timestamp")
     verdicts = spark.createDataFrame([("a1", False), ("a2", True), ("b1", True), ("x1", True)],
                                      "evidence_id string, passed boolean")
-    slots = {(r.kind, r.style): r for r in stage.evidence_slots(claims, conflicts, evidence, verdicts, "m", ["h"]).collect()}
-    assert len(slots) == 4 * 6  # correct and three conflict kinds, six styles each
+    styles = ["news", "science", "blog", "technical", "confident"]
+    slots = {(r.kind, r.style): r for r in
+             stage.evidence_slots(claims, conflicts, evidence, verdicts, "m", ["h"], styles).collect()}
+    assert len(slots) == 4 * 6  # correct and three conflict kinds, the entry's style and five rewrites each
+    # with generate.styles [news]: two slots per kind
+    narrow = stage.evidence_slots(claims, conflicts, evidence, verdicts, "m", ["h"], ["news"]).collect()
+    assert sorted({r.style for r in narrow}) == ["news", "wikipedia"] and len(narrow) == 4 * 2
     assert (slots["correct", "wikipedia"].attempts, slots["correct", "wikipedia"].passed,
             slots["correct", "wikipedia"].first_attempt_passed, slots["correct", "wikipedia"].evidence_id) == (2, True, False, "a2")
     assert slots["factual", "wikipedia"].first_attempt_passed and slots["factual", "wikipedia"].evidence_id == "b1"
@@ -224,3 +229,27 @@ def test_max_tokens_leave_room_for_the_longest_accepted_text():
                                 "generate.tokens_per_word=1.5"])
     assert write_params(cfg).max_tokens == 300
     assert write_params(cfg.with_overrides(["generate.sampling.max_tokens=77"])).max_tokens == 77
+
+
+def test_style_requests_rewrite_each_entry_in_the_configured_styles_only(spark):
+    sources = spark.createDataFrame([("c1", 1, "factual", "e1", "Scotland lies in the country of Estonia.")],
+                                    "claim_id string, hop int, kind string, evidence_id string, text string")
+    rows = stage.style_requests(sources, PROMPTS, ["news", "blog"], "m1", "p1").collect()
+    assert sorted((r.style, r.prompt_name, r.source_evidence_id) for r in rows) == [
+        ("blog", "style_blog", "e1"), ("news", "style_news", "e1")]
+    assert "Scotland lies in the country of Estonia." in json.loads(rows[0].messages)[1]["content"]
+    none = stage.style_requests(sources, PROMPTS, [], "m1", "p1")
+    assert none.columns == stage.REQUEST_COLUMNS and none.count() == 0
+
+
+@pytest.mark.parametrize("styles, refused", [
+    (["news", "news"], "names a style twice"),
+    (["wikipedia", "news"], "the entries' own 'wikipedia'"),
+    (["News"], "'News' is no style name"),
+])
+def test_generate_styles_are_checked_before_any_work(styles, refused):
+    from misbench.config import ConfigError
+
+    with pytest.raises(ConfigError, match=refused):
+        stage.rewrite_styles(styles)
+    assert stage.rewrite_styles(["news", "technical"]) == ("news", "technical")

@@ -120,10 +120,12 @@ CONTENT = load_config("local").get("quality.content")
 
 
 def _grams():
-    from misbench.generate.stage import PROMPT_NAMES
+    from misbench.config import load_config
+    from misbench.generate.stage import prompt_names
     from misbench.prompts import load_prompt, prompt_wording
 
-    writing = [load_prompt(name) for name in PROMPT_NAMES if name != "semantic_description"]
+    styles = load_config().get("generate.styles")
+    writing = [load_prompt(name) for name in prompt_names(styles) if name != "semantic_description"]
     return checks.prompt_ngrams(prompt_wording(writing), int(CONTENT["echo_ngram_words"]))
 
 

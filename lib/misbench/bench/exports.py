@@ -17,8 +17,9 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from misbench.bench.stage import LETTERS, STYLES
+from misbench.bench.stage import LETTERS
 from misbench.claims.stage import CONFLICT_KINDS
+from misbench.generate.stage import style_order
 
 LM_EVAL_SETTINGS = ("probe", "single")
 
@@ -36,11 +37,13 @@ def hf_rows(questions: DataFrame, texts: DataFrame) -> pd.DataFrame:
         "misinformation_answer_letter": frame["letters"].map(lambda letters: dict(letters)["misinformation"]),
         "pair_misinformation_first": frame["pair_misinformation_first"],
     })
+    # the styles the texts have (generate.styles of the run that wrote them)
+    styles = style_order(texts.select("style").distinct().toPandas()["style"])
     for kind in CONFLICT_KINDS:
-        for style in STYLES:
+        for style in styles:
             out[f"misinformation_{kind}_{style}"] = frame["misinformation_texts"].map(
                 lambda m, kind=kind, style=style: by_id.get(dict(dict(m or {}).get(kind) or {}).get(style)))
-    for style in STYLES:
+    for style in styles:
         out[f"correct_{style}"] = frame["correct_texts"].map(lambda m, style=style: by_id.get(dict(m or {}).get(style)))
     return out
 
@@ -70,7 +73,7 @@ Each row is one question about one fact. `options` are five answers in display o
 (the false answer that every misinformation text of the question claims), `irrelevant` (a
 false answer of the same type), `unsure`, `not_in_options`. `answer` is the true answer's
 letter. `misinformation_<kind>_<style>` hold the misinformation texts (kinds factual, temporal,
-semantic; six styles; null where no text passed quality control, and temporal only where the
+semantic; the styles the run generated, the paper's six by default; null where no text passed quality control, and temporal only where the
 fact can change over time) and `correct_<style>` the correct ones; the single-text setting
 uses `misinformation_<kind>_wikipedia`, the two-text setting that and `correct_wikipedia`,
 the first of them as `pair_misinformation_first` says.

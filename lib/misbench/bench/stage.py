@@ -2,9 +2,9 @@
 
 One question per claim, as in MisBench (section 2.5, Table 2): its conflicts of every kind
 name one false object, so one set of options serves the misinformation texts of all kinds
-(18: three kinds x six styles; 12 where the relation cannot change over time) and the six
-correct texts. ``misinformation_texts`` maps kind -> style -> evidence id; evaluation draws
-the text a setting shows by kind, so every result keeps its kind.
+(with the default six styles 18: three kinds x six styles; 12 where the relation cannot change
+over time) and the correct text of each style. ``misinformation_texts`` maps kind -> style ->
+evidence id; evaluation draws the text a setting shows by kind, so every result keeps its kind.
 
 Five options, one per role: the memory answer (the true object), the misinformation answer
 (the claims' shared false object), an irrelevant answer of the same type (chosen by the
@@ -26,12 +26,11 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from misbench.claims.stage import normalized
-from misbench.generate.stage import STYLES
+from misbench.generate.stage import ENTRY_STYLE
 from misbench.ids import seeded_hash, stable_id
 
 ROLES = ("memory", "misinformation", "irrelevant", "unsure", "not_in_options")
 LETTERS = ("A", "B", "C", "D", "E")
-ENTRY_STYLE = STYLES[0]  # the encyclopedia entry: the text of the single and pair settings
 SOURCE = "wikidata"  # questions built here; imported sets carry their own source name
 
 QUESTION_COLUMNS = [

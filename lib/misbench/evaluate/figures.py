@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from misbench.generate.stage import STYLES
+from misbench.generate.stage import style_order
 
 KINDS = ("factual", "temporal", "semantic")
 
@@ -84,11 +84,14 @@ def tendcm_by_kind(metrics: pd.DataFrame, model: str):
 
 def memorization_by_style(metrics: pd.DataFrame, model: str):
     """Figure 6: memorization ratio by style of the misinformation text."""
-    values = _values(_pick(metrics, "style", "memorization_ratio", style="*"), "style", STYLES)
-    probability = _values(_pick(metrics, "style", "memory_option_probability", style="*"), "style", STYLES)
+    ratios = _pick(metrics, "style", "memorization_ratio", style="*")
+    probabilities = _pick(metrics, "style", "memory_option_probability", style="*")
+    styles = style_order([*ratios["style"], *probabilities["style"]])
+    values = _values(ratios, "style", styles)
+    probability = _values(probabilities, "style", styles)
     if all(v is None for v in values + probability):
         return None
-    return _bars(f"{model}: memorization ratio by style", "value", list(STYLES),
+    return _bars(f"{model}: memorization ratio by style", "value", styles,
                  {"MR (Memory questions)": values, "P(memory option)": probability})
 
 
@@ -127,7 +130,7 @@ def memory_logprob_by_style(responses: pd.DataFrame, model: str):
     hops = sorted(values)
     figure, panels = plt.subplots(1, len(hops), figsize=(6.5 * len(hops), 3.6), squeeze=False)
     for axes, hop in zip(panels[0], hops):
-        styles = [s for s in STYLES if s in values[hop]]
+        styles = style_order(values[hop])
         axes.boxplot([values[hop][s] for s in styles])
         axes.set_xticks(range(1, len(styles) + 1), [f"{s}\n(n={len(values[hop][s])})" for s in styles], fontsize=8)
         axes.set_ylabel("log P(right option)")

@@ -151,7 +151,8 @@ def run_generate(spark: SparkSession, lake: Lake, cfg: Config, limit: int | None
     describe = SamplingParams(**settings["description_sampling"])
     write = write_params(cfg)
     generator = Generator(spark, lake, cfg)
-    prompts = {name: load_prompt(name) for name in stage.PROMPT_NAMES}
+    rewrites = stage.rewrite_styles(cfg.get("generate.styles"))
+    prompts = {name: load_prompt(name) for name in stage.prompt_names(rewrites)}
     run_started = dt.datetime.now(dt.timezone.utc)
 
     def stored(name: str, requests: DataFrame) -> DataFrame:
@@ -204,7 +205,7 @@ def run_generate(spark: SparkSession, lake: Lake, cfg: Config, limit: int | None
         stage.chosen_descriptions(among("semantic_description_checks", described))
 
     entry_hashes = [prompts[name].sha for name in stage.ENTRY_PROMPTS.values()]
-    style_hashes = [prompts[name].sha for name in stage.STYLE_PROMPTS.values()]
+    style_hashes = [prompts[stage.style_prompt(style)].sha for style in rewrites]
 
     def passing(requests: DataFrame, hashes) -> DataFrame | None:
         verdicts = _verdicts(lake)
@@ -233,7 +234,7 @@ def run_generate(spark: SparkSession, lake: Lake, cfg: Config, limit: int | None
     if sources is None:
         sources = spark.createDataFrame([], "claim_id string, hop int, kind string, evidence_id string, text string")
     styles = stored("styles", _all_rounds(
-        lambda params: stage.style_requests(sources, prompts, model, params.key()), write, rounds))
+        lambda params: stage.style_requests(sources, prompts, rewrites, model, params.key()), write, rounds))
     for round_index in range(rounds):
         requests = round_requests(styles, round_index)
         passed = passing(styles, style_hashes)
@@ -249,7 +250,8 @@ def run_generate(spark: SparkSession, lake: Lake, cfg: Config, limit: int | None
     slots = None
     if verdicts is not None:
         mine = among("evidence", entries.select("evidence_id").unionByName(styles.select("evidence_id")))
-        slots = stage.evidence_slots(claims, conflicts, mine, verdicts, model, entry_hashes + style_hashes)
+        slots = stage.evidence_slots(claims, conflicts, mine, verdicts, model, entry_hashes + style_hashes,
+                                     rewrites)
         if lake.exists("evidence_slots"):
             others = lake.read("evidence_slots").join(claims.select("claim_id"), "claim_id", "left_anti")
             slots = slots.unionByName(others)

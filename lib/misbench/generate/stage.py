@@ -8,8 +8,8 @@ Three passes, each a set of requests (pure DataFrame functions here; the job run
    conflict kinds, as encyclopedia entries (the ``wikipedia`` style). The model continues a
    reply that opens with the sentence it must state (the claim, or the conflicting claim with
    its period), so even a small model states it.
-3. ``style_requests``: each entry that passed quality control rewritten in the five other
-   styles.
+3. ``style_requests``: each entry that passed quality control rewritten in the other styles
+   (``generate.styles``: the paper's five by default).
 A slot (claim, kind, style) whose text fails quality control is requested again with another
 seed, up to ``generate.rounds`` times (``open_slots``, ``evidence_slots``).
 
@@ -22,28 +22,61 @@ from __future__ import annotations
 import json
 import re
 import string
-from typing import Iterator, Mapping, Sequence
+from typing import Iterable, Iterator, Mapping, Sequence
 
 import pandas as pd
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from misbench.config import ConfigError
 from misbench.ids import request_id
 from misbench.prompts import Prompt, messages_column
 from misbench.refusals import find_refusal
 
 EVIDENCE_KINDS = ("correct", "factual", "temporal", "semantic")
-STYLES = ("wikipedia", "news", "science", "blog", "technical", "confident")
+# The style of the encyclopedia entries; generate.styles names their rewrites, each with its
+# prompt prompts/style_<name>.txt.
+ENTRY_STYLE = "wikipedia"
 ENTRY_PROMPTS = {
     "correct": "evidence_correct",
     "factual": "misinformation_factual",
     "temporal": "misinformation_temporal",
     "semantic": "misinformation_semantic",
 }
-STYLE_PROMPTS = {style: f"style_{style}" for style in STYLES[1:]}
-# Every prompt the stage renders; the job loads them (stage functions read no files).
-PROMPT_NAMES = ("semantic_description", *ENTRY_PROMPTS.values(), *STYLE_PROMPTS.values(), "note_answer",
-                "note_bridge")
+# Every prompt the stage renders but the style rewrites'; the job loads them (stage functions
+# read no files).
+PROMPT_NAMES = ("semantic_description", *ENTRY_PROMPTS.values(), "note_answer", "note_bridge")
+
+
+def style_prompt(style: str) -> str:
+    """The prompt that rewrites an entry in ``style``."""
+    return f"style_{style}"
+
+
+def rewrite_styles(styles: Sequence[str]) -> tuple[str, ...]:
+    """``generate.styles`` as the stage uses them: names of prompt files, each once, never the
+    entry's own style (an entry is not rewritten in its own style)."""
+    names = tuple(styles)
+    bad = [s for s in names if not re.fullmatch(r"[a-z][a-z0-9_]*", s)]
+    if bad:
+        raise ConfigError(f"generate.styles: {bad[0]!r} is no style name (lower-case letters, digits and _; "
+                          f"the rewrite prompt is prompts/style_<name>.txt)")
+    if ENTRY_STYLE in names or len(set(names)) < len(names):
+        raise ConfigError(f"generate.styles: {list(names)} names a style twice or the entries' own "
+                          f"{ENTRY_STYLE!r}; list each rewrite style once")
+    return names
+
+
+def style_order(styles: Iterable[str]) -> list[str]:
+    """The styles found in a table, in the order figures and exports show them: the entries'
+    style first, then the rewrites by name."""
+    found = set(styles)
+    return ([ENTRY_STYLE] if ENTRY_STYLE in found else []) + sorted(found - {ENTRY_STYLE})
+
+
+def prompt_names(styles: Sequence[str]) -> tuple[str, ...]:
+    """Every prompt the stage renders with these rewrite styles."""
+    return (*PROMPT_NAMES, *(style_prompt(style) for style in styles))
 REQUEST_COLUMNS = [
     "evidence_id", "claim_id", "hop", "kind", "style", "prompt_name", "prompt_hash",
     "messages", "source_evidence_id",
@@ -251,22 +284,26 @@ def entry_requests(
     for frame in requests[1:]:
         union = union.unionByName(frame)
     return union.select(
-        "*", F.lit(STYLES[0]).alias("style")).withColumn("evidence_id", request_id(model, sampling_key)).select(*REQUEST_COLUMNS)
+        "*", F.lit(ENTRY_STYLE).alias("style")).withColumn("evidence_id", request_id(model, sampling_key)).select(*REQUEST_COLUMNS)
 
 
 def style_requests(
-    sources: DataFrame, prompts: Mapping[str, Prompt], model: str, sampling_key: str
+    sources: DataFrame, prompts: Mapping[str, Prompt], styles: Sequence[str], model: str, sampling_key: str
 ) -> DataFrame:
     """Each source entry (an encyclopedia entry that passed quality control) rewritten in
-    the five other styles."""
+    each of ``styles``; no request where ``styles`` is empty."""
     frames = []
-    for style in STYLES[1:]:
-        messages, prompt = _prompt_udf(prompts[STYLE_PROMPTS[style]], {"text": "text"})
+    for style in styles:
+        messages, prompt = _prompt_udf(prompts[style_prompt(style)], {"text": "text"})
         frames.append(sources.select(
             "claim_id", "hop", "kind", F.lit(style).alias("style"),
             F.lit(prompt.name).alias("prompt_name"), F.lit(prompt.sha).alias("prompt_hash"),
             messages.alias("messages"), F.col("evidence_id").alias("source_evidence_id"),
         ))
+    if not frames:
+        return sources.where(F.lit(False)).select(
+            F.lit(None).cast("string").alias("evidence_id"), "claim_id", "hop", "kind",
+            *[F.lit(None).cast("string").alias(name) for name in REQUEST_COLUMNS[4:]])
     union = frames[0]
     for frame in frames[1:]:
         union = union.unionByName(frame)
@@ -283,15 +320,15 @@ def passing_texts(evidence: DataFrame, verdicts: DataFrame, model: str, prompt_h
 
 
 def evidence_slots(claims: DataFrame, conflicts: DataFrame, evidence: DataFrame, verdicts: DataFrame,
-                   model: str, prompt_hashes: Sequence[str]) -> DataFrame:
+                   model: str, prompt_hashes: Sequence[str], styles: Sequence[str]) -> DataFrame:
     """One row per slot a claim should fill (its kinds: correct and each conflict kind, times
-    the six styles): how many texts were generated for it (``attempts``), whether one passed
+    the entry's style and ``styles``): how many texts were generated for it (``attempts``), whether one passed
     quality control (``passed``, ``evidence_id`` of the first that did) and whether the first
     attempt did (``first_attempt_passed``: the pass rate before regeneration)."""
     kinds = claims.select("claim_id", "hop", F.lit("correct").alias("kind")).unionByName(
         conflicts.select("claim_id", "kind").join(claims.select("claim_id", "hop"), "claim_id"))
-    styles = claims.sparkSession.createDataFrame([(s,) for s in STYLES], "style string")
-    slots = kinds.crossJoin(F.broadcast(styles))
+    every_style = claims.sparkSession.createDataFrame([(s,) for s in (ENTRY_STYLE, *styles)], "style string")
+    slots = kinds.crossJoin(F.broadcast(every_style))
     mine = evidence.where((F.col("model") == model) & F.col("prompt_hash").isin(list(prompt_hashes))) \
         .select("evidence_id", "claim_id", "kind", "style", "generated_at") \
         .join(verdicts.select("evidence_id", "passed"), "evidence_id", "left")

@@ -47,7 +47,8 @@ def resolved_settings(cfg: Config) -> dict:
     settings["judge_llm"] = llm
     settings["judge_prompt"] = load_prompt(judge["prompt"])
     # The generation prompts' own wording, which a kept text must not repeat.
-    writing = [load_prompt(name) for name in generation.PROMPT_NAMES if name != "semantic_description"]
+    styles = generation.rewrite_styles(cfg.get("generate.styles"))
+    writing = [load_prompt(name) for name in generation.prompt_names(styles) if name != "semantic_description"]
     settings["echo_prompts"] = sorted(prompt.sha for prompt in writing)
     settings["echo_grams"] = sorted(checks.prompt_ngrams(prompt_wording(writing),
                                                          int(settings["content"]["echo_ngram_words"])))
