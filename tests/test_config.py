@@ -113,6 +113,8 @@ def test_every_shipped_profile_names_only_settings_of_base_yaml(profile):
     (["claims.no_such_setting=1"], r"unknown setting 'claims\.no_such_setting'$"),
     (["generate.taks=4"], r"unknown setting 'generate\.taks' \(did you mean 'generate\.tasks'\?\)"),
     (["no_such_section.deeper.key=1"], r"unknown setting 'no_such_section\.deeper\.key'"),
+    # a setting of an earlier misbench is named with its new place
+    (["evaluate.yes_option=Ja"], r"unknown setting 'evaluate\.yes_option' \(moved to 'llm\.answer_words\.yes_word'\)"),
     (["generate.tasks=abc"], r"setting 'generate\.tasks' is 'abc'; expected a whole number"),
     (["generate.tasks=2.5"], r"setting 'generate\.tasks' is 2\.5; expected a whole number"),
     (["hoax.reword.enabled=maybe"], r"setting 'hoax\.reword\.enabled' is 'maybe'; expected true or false"),
@@ -148,7 +150,7 @@ def test_what_the_schema_lets_through():
         "llm.fake.replies={'a prompt': 'a reply'}", "spark.conf.spark.any.setting=1",  # sections of names
         "evaluate.limit=5", "hoax.countries=[France]", "spark.master=null",  # null and their own type
         "quality.similarity.model_package=null",  # a package, or null for a model folder
-        "evaluate.yes_option=Yes", "lake.root=2026",  # a text as written where YAML reads true, a number
+        "llm.answer_words.yes_word=Yes", "lake.root=2026",  # a text as written where YAML reads true, a number
         "quality.entailment.llm_judge.llm={backend: fake}",  # a judge's LLM: any subset of llm's keys
         "llm.fake.replies.a question=Yes", "claims.enrich.user_agent=misbench #2: tests",  # texts as written
         "quality.human_eval.entails_at=2.5",  # a median of ratings
@@ -156,7 +158,7 @@ def test_what_the_schema_lets_through():
     assert cfg.get("llm.fake.replies") == {"a prompt": "a reply", "a question": "Yes"}
     assert cfg.get("claims.enrich.user_agent") == "misbench #2: tests"
     assert cfg.get("claims.reference_date") == "2025-01-01" and cfg.get("ingest.split_mb") == 0.5
-    assert cfg.get("evaluate.yes_option") == "Yes" and cfg.get("lake.root") == "2026"
+    assert cfg.get("llm.answer_words.yes_word") == "Yes" and cfg.get("lake.root") == "2026"
 
 
 def test_a_profile_file_is_checked_alone_in_a_list_and_through_extends(tmp_path):

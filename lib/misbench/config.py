@@ -187,6 +187,13 @@ def _leaves(value: Any, path: str) -> list[str]:
     return [path]
 
 
+# Settings an earlier misbench had under another name: the check names where each went.
+MOVED_SETTINGS = {
+    "evaluate.yes_option": "llm.answer_words.yes_word",
+    "evaluate.no_option": "llm.answer_words.no_word",
+}
+
+
 def check_settings(data: dict, origin: str) -> None:
     """Refuse a key that base.yaml does not name, or a value not of its default's type,
     naming the key's full path and where it came from (``origin``: the profiles, --set)."""
@@ -201,7 +208,8 @@ def check_settings(data: dict, origin: str) -> None:
                 close = difflib.get_close_matches(str(key), list(section), n=1)
                 leaves = _leaves(error.instance[key], name)
                 hint = f" (did you mean '{where + '.' if where else ''}{close[0]}'?)" if close and len(leaves) == 1 else ""
-                problems += [f"unknown setting '{leaf}'{hint}" for leaf in leaves]
+                problems += [f"unknown setting '{leaf}'" + (f" (moved to '{MOVED_SETTINGS[leaf]}')"
+                                                            if leaf in MOVED_SETTINGS else hint) for leaf in leaves]
         elif error.validator == "required":
             missing.setdefault(where, set()).update(key for key in error.validator_value if key not in error.instance)
         elif error.validator == "type":
@@ -277,7 +285,7 @@ def _parsed(raw: str, kinds: list[str]) -> Any:
     a setting that takes only a text gets the text as written (quotes removed; ``null`` where
     it takes null), and one that takes a text among other types gets it where YAML reads
     something it does not take (``claims.reference_date=2025-01-01``, ``lake.root=2026``,
-    ``evaluate.yes_option=Yes``, ``claims.enrich.user_agent=bot #2 (contact)``)."""
+    ``llm.answer_words.yes_word=Yes``, ``claims.enrich.user_agent=bot #2 (contact)``)."""
     text = raw.strip()
     quoted = len(text) > 1 and text[0] == text[-1] and text[0] in "'\""
     if "string" in kinds and set(kinds) <= {"string", "null"} and not quoted:

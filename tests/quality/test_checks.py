@@ -379,6 +379,19 @@ def test_a_change_of_the_rules_judges_every_text_again(monkeypatch):
     assert results_key(settings) != before
 
 
+def test_the_judges_answer_words_come_from_llm_answer_words():
+    """The judge reads P(yes) on llm.answer_words (a judge's llm section may give its own);
+    words other than Yes / No are part of the results key."""
+    from misbench.quality.job import resolved_settings, results_key
+
+    default = resolved_settings(load_config("local"))
+    assert default["judge_llm"]["answer_words"] == {"yes_word": "Yes", "no_word": "No"}
+    german = resolved_settings(load_config("local", ["quality.entailment.llm_judge.llm.answer_words.yes_word=Ja",
+                                                     "quality.entailment.llm_judge.llm.answer_words.no_word=Nein"]))
+    assert german["judge_llm"]["answer_words"] == {"yes_word": "Ja", "no_word": "Nein"}
+    assert results_key(german) != results_key(default)
+
+
 def test_a_change_of_the_rules_makes_run_all_run_generation_and_quality_again(monkeypatch, tmp_path):
     """run-all skips a stage whose inputs did not change: the rules' version is one of them for
     the stages that judge texts, and of no other."""

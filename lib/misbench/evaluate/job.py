@@ -25,7 +25,7 @@ from misbench.evaluate import metrics as metric_rules
 from misbench.evaluate import stage
 from misbench.generate.job import Generator
 from misbench.lake import Lake
-from misbench.llm import SamplingParams, engine_name, model_identity
+from misbench.llm import SamplingParams, answer_words, engine_name, model_identity
 from misbench.prompts import load_prompt
 from misbench.ids import stable_id
 
@@ -129,7 +129,7 @@ class Evaluation:
         """Every setting's items, once per run (``evaluate.runs``; run 0 shows the stored
         option orders, each later run its own). RtD's steps do not depend on the run: they
         are generated once."""
-        yes, no = self.options["yes_option"], self.options["no_option"]
+        yes, no = answer_words(self.llm)
         frames = []
         choice = [s for s in self.settings if s in stage.CHOICE_SETTINGS]
         entities = references = None

@@ -33,7 +33,6 @@ from misbench.ids import stable_id
 TASKS = ("choice", "justification", "json")
 SETTINGS = {"choice": "hoax_choice", "justification": "hoax_justification", "json": "hoax_json",
             "judge": "hoax_judge"}
-JUDGE_OPTIONS = ("Yes", "No")
 JUDGE_ROLES = ("names_premise", "does_not")
 
 
@@ -78,14 +77,16 @@ def justification_items(questions: DataFrame, choices: DataFrame, prompt: Prompt
                    {"question": "question", "options": "options_text"})
 
 
-def judge_items(questions: DataFrame, justifications: DataFrame, prompt: Prompt) -> DataFrame:
+def judge_items(questions: DataFrame, justifications: DataFrame, prompt: Prompt,
+                answer_words: Sequence[str]) -> DataFrame:
     """One item per justification reply: does it name the false premise? The premise is the
-    stored premise statement (the explanation for imported questions)."""
+    stored premise statement (the explanation for imported questions). ``answer_words``: the
+    judge's yes and no (``llm.answer_words``), its two options."""
     replies = justifications.where(F.col("error").isNull() & F.col("raw_answer").isNotNull()).select(
         "question_id", F.col("response_id").alias("justification_id"), F.col("raw_answer").alias("justification"))
     rows = _base(questions).join(replies, "question_id") \
         .withColumn("premise", F.coalesce("premise_statement", "explanation")) \
-        .withColumn("letters", F.array(*[F.lit(x) for x in JUDGE_OPTIONS])) \
+        .withColumn("letters", F.array(*[F.lit(x) for x in answer_words])) \
         .withColumn("roles", F.array(*[F.lit(x) for x in JUDGE_ROLES])) \
         .withColumn("evidence_ids", F.array("justification_id"))
     return _finish(rows, SETTINGS["judge"], prompt,

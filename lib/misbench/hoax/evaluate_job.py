@@ -21,7 +21,7 @@ from misbench.evaluate.job import answer_items, answer_mode, metric_id, model_co
 from misbench.evaluate.metrics import HOAX_DIMENSIONS
 from misbench.hoax import answers
 from misbench.lake import Lake
-from misbench.llm import model_identity
+from misbench.llm import answer_words, model_identity
 from misbench.prompts import load_prompt
 
 PROMPTS = {"choice": "hoax_choice", "justification": "hoax_justify", "json": "hoax_json"}
@@ -155,7 +155,8 @@ def run_hoax_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list
                 judge_mode, judge_fallback = mode, fallback
                 produce = eval_stage.answer_batches(judge_llm, judge_mode, _greedy(4, seed), run_id, judge_fallback)
                 count, judged = answer_items(lake, options, judge_llm, judge_model, judge_mode,
-                                             answers.judge_items(questions, justifications, prompts["judge"]), produce)
+                                             answers.judge_items(questions, justifications, prompts["judge"],
+                                                                 answer_words(judge_llm)), produce)
                 answered += count
                 pairs = justifications.where(F.col("raw_answer").isNotNull()).join(
                     questions.select("question_id", "explanation"), "question_id").select(

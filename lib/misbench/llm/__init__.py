@@ -119,6 +119,12 @@ def model_identity(llm: dict) -> str:
     return model
 
 
+def answer_words(llm: dict) -> tuple[str, str]:
+    """The words the model answers a yes/no question with (``llm.answer_words``): yes, no."""
+    words = llm["answer_words"]
+    return str(words["yes_word"]), str(words["no_word"])
+
+
 def engine_name(llm: dict) -> str:
     """How errors and progress lines name the engine: backend and model."""
     return f"{llm['backend']} model {model_identity(llm)}"

@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from misbench.chunked import recover_chunk, run_chunks
 from misbench.config import Config, deep_merge
 from misbench.lake import Lake
-from misbench.llm import engine_name
+from misbench.llm import answer_words, engine_name
 from misbench.generate import stage as generation  # the writing prompts' names
 from misbench.prompts import load_prompt, prompt_wording
 from misbench.quality import checks, stage
@@ -73,6 +73,9 @@ def results_key(settings: dict) -> str:
         key["judge"] = {"backend": llm["backend"], "model": llm[llm["backend"]]["model"],
                         "window_words": entailment["llm_judge"]["window_words"],
                         "prompt": settings["judge_prompt"].sha}
+        if answer_words(llm) != ("Yes", "No"):
+            # only other words enter the key: verdicts judged before the setting existed stay
+            key["judge"]["answer_words"] = list(answer_words(llm))
     return settings_key(key)[:16]
 
 

@@ -137,13 +137,14 @@ class LLMJudge(EntailmentScorer):
     backend = "llm_judge"
 
     def __init__(self, settings: dict):
-        from misbench.llm import worker_backend
+        from misbench.llm import answer_words, worker_backend
 
         judge = settings["entailment"]["llm_judge"]
         self.engine = worker_backend(settings["judge_llm"])
         self.model = self.engine.model
         self.prompt = settings["judge_prompt"]
         self.window_words = int(judge["window_words"])
+        self.answer_words = list(answer_words(settings["judge_llm"]))
 
     @property
     def load_id(self) -> str:
@@ -163,7 +164,7 @@ class LLMJudge(EntailmentScorer):
     def score_pairs(self, premises, hypotheses):
         prompts = [self.prompt.messages({"text": premise, "statement": hypothesis})
                    for premise, hypothesis in zip(premises, hypotheses)]
-        return [yes_probability(yes, no) for yes, no in self.engine.option_logprobs_many(prompts, ["Yes", "No"])]
+        return [yes_probability(yes, no) for yes, no in self.engine.option_logprobs_many(prompts, self.answer_words)]
 
 
 def model_folder(package: str) -> str:
