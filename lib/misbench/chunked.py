@@ -19,6 +19,7 @@ from typing import Callable, Iterator
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
+from misbench.ids import seeded_hash
 from misbench.lake import Lake
 from misbench.logs import duration
 
@@ -179,7 +180,7 @@ def run_chunks(
     ``tokens_out``, unit ``tokens``) is summed for the progress rate, else rows count."""
     chunks = max(1, math.ceil(total / max(1, chunk_rows)))
     chunk_table, work_table, replace_table = f"chunk_{target}", f"work_{target}", f"replace_{target}"
-    queue = queue.withColumn("_chunk", F.pmod(F.xxhash64(key), F.lit(chunks)).cast("int"))
+    queue = queue.withColumn("_chunk", F.pmod(seeded_hash(F.col(key)), F.lit(chunks)).cast("int"))
     # One pass over the target to flag the keys it holds, then never again.
     target_exists = lake.exists(target)
     if target_exists:

@@ -11,7 +11,6 @@ by key as they always do, so a stage killed half way runs again and only does wh
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import logging
 import os
@@ -23,6 +22,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
 from misbench.config import Config, conf_dir
+from misbench.ids import digest, settings_digest
 from misbench.lake import Lake
 from misbench.logs import duration
 
@@ -146,21 +146,19 @@ def stage_inputs(stage: Stage, lake: Lake, cfg: Config, arguments: dict) -> dict
     files = {}
     for name in stage.files:
         path = conf_dir() / name
-        files[name] = hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.is_file() else None
+        files[name] = digest(path.read_bytes(), 16) if path.is_file() else None
     if stage.prompts:
         from misbench.prompts import prompts_dir
 
-        digest = hashlib.sha256()
         names = sorted(path.name for path in prompts_dir().glob("*.txt"))
-        for name in prompt_files_of(stage.name, names):
-            digest.update(name.encode() + b"\0" + (prompts_dir() / name).read_bytes())
-        files["prompts/"] = digest.hexdigest()[:16]
+        files["prompts/"] = digest(b"".join(name.encode() + b"\0" + (prompts_dir() / name).read_bytes()
+                                            for name in prompt_files_of(stage.name, names)), 16)
     return {"tables": {name: lake.version(name) if lake.exists(name) else None for name in stage.reads},
             "settings": settings, "files": files, "arguments": arguments}
 
 
 def fingerprint(inputs: dict) -> str:
-    return hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()[:20]
+    return settings_digest(inputs, 20)
 
 
 def dump_identity(paths: list[str]) -> list[dict]:

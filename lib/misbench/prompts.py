@@ -9,13 +9,13 @@ naming the prompt, if a field is missing.
 """
 from __future__ import annotations
 
-import hashlib
 import string
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from misbench.config import ConfigError, project_dir
+from misbench.ids import digest
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ class Prompt:
     @property
     def sha(self) -> str:
         reply = f"\n---\n{self.reply}" if self.reply else ""
-        return hashlib.sha256(f"{self.system}\n---\n{self.user}{reply}".encode()).hexdigest()[:16]
+        return digest(f"{self.system}\n---\n{self.user}{reply}", 16)
 
     def messages(self, values: dict) -> list[dict]:
         missing = self.fields - set(values)

@@ -5,12 +5,12 @@ the model's settings means one load per worker, not one per task or batch.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
 import threading
 from typing import Callable, TypeVar
+
+from misbench.ids import settings_digest
 
 Model = TypeVar("Model")
 log = logging.getLogger(__name__)
@@ -20,7 +20,8 @@ _LOCK = threading.RLock()  # re-entrant: a model may load another (the judge loa
 
 
 def settings_key(settings) -> str:
-    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()
+    """The key of a model's settings: one cached model per key."""
+    return settings_digest(settings)
 
 
 def worker_cached(kind: str, settings, load: Callable[[], Model]) -> Model:

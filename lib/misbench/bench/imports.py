@@ -21,7 +21,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from misbench.claims.stage import normalized
-from misbench.ids import stable_id
+from misbench.ids import seeded_hash, stable_id
 
 TEXT_FIELDS = {
     "correct": "correct_evidence",
@@ -110,7 +110,7 @@ def as_claims(records: DataFrame, source: str, seed: int) -> tuple[DataFrame, Da
         & (normalized(F.col("irrelevant_label")) != normalized(F.col("replaced_object"))))
     candidates = candidates.withColumn("true_name", normalized(F.col("irrelevant_label"))) \
         .join(true_for_subject, ["relation", "pool_subject", "true_name"], "left_anti")
-    pick = Window.partitionBy("claim_id").orderBy(F.xxhash64("claim_id", "irrelevant_label", F.lit(seed)))
+    pick = Window.partitionBy("claim_id").orderBy(seeded_hash(F.col("claim_id"), F.col("irrelevant_label"), seed))
     irrelevant = candidates.withColumn("n", F.row_number().over(pick)).where("n = 1") \
         .select("claim_id", "irrelevant_label")
     claims = usable.select(

@@ -27,7 +27,7 @@ from misbench.generate.job import Generator
 from misbench.lake import Lake
 from misbench.llm import SamplingParams, answer_words, engine_name, model_identity
 from misbench.prompts import load_prompt
-from misbench.ids import stable_id
+from misbench.ids import seeded_hash, stable_id
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ def stratified_sample(questions: DataFrame, size: int, seed: int) -> DataFrame:
     from pyspark.sql import Window
 
     stratum = Window.partitionBy("relation")
-    ranked = questions.withColumn("_rank", F.row_number().over(stratum.orderBy(F.xxhash64("question_id", F.lit(seed))))) \
+    ranked = questions.withColumn("_rank", F.row_number().over(stratum.orderBy(seeded_hash(F.col("question_id"), seed)))) \
         .withColumn("_size", F.count("*").over(stratum))
     keep = F.greatest(F.lit(1), F.round(F.col("_size") * F.lit(size / total)))
     return ranked.where(F.col("_rank") <= keep).drop("_rank", "_size")

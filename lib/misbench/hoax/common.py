@@ -168,7 +168,7 @@ def with_idk_dealt(rows: DataFrame, seed: int) -> DataFrame:
     start = F.pmod(seeded_hash(F.col("reasoning_type"), F.col("second"), seed), F.lit(4))
     rows = rows.withColumn("idk_index", F.pmod(F.row_number().over(group) - 1 + start, F.lit(4)).cast("int"))
     shuffled = F.transform(F.sort_array(F.transform(
-        F.col("distractors"), lambda d: F.struct(F.xxhash64(F.col("question_id"), d["option"], F.lit(seed)).alias("k"),
+        F.col("distractors"), lambda d: F.struct(seeded_hash(F.col("question_id"), d["option"], seed).alias("k"),
                                                  d["option"].alias("option"), d["role"].alias("role")))),
         lambda d: F.struct(d["option"].alias("option"), d["role"].alias("role")))
     idk = F.struct(F.lit(IDK).alias("option"), F.lit("idk").alias("role"))

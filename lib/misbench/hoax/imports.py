@@ -9,7 +9,6 @@ answer type, reasoning type). Column names are matched loosely ("False Premise T
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import json
 import re
@@ -18,6 +17,7 @@ from typing import Iterable, Iterator
 
 from misbench.hoax.spec import ANSWER_TYPES, CATEGORIES, FALSE_PREMISE_TYPES, REASONING_TYPES
 from misbench.hoax.stage import IDK, LETTERS, options_problems
+from misbench.ids import digest
 
 ALIASES = {
     "question": ("question", "mhfpq", "text"),
@@ -148,7 +148,7 @@ def as_rows(files: Iterable[tuple[str, Iterable[tuple[int, dict | None, str | No
                 continue
             seen.add(question.casefold())
             rows.append({
-                "question_id": hashlib.sha256(f"{source}|{question}".encode()).hexdigest()[:16],
+                "question_id": digest(f"{source}|{question}", 16),
                 "source": source, "pattern": "imported", "question": question, "template_question": None,
                 "options": options, "option_roles": ["idk" if i == idk[0] else "distractor" for i in range(4)],
                 "idk_index": idk[0], "idk_letter": LETTERS[idk[0]],

@@ -25,13 +25,13 @@ stored results must not be reused.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
 import time
 from typing import Sequence
 
+from misbench.ids import digest
 from misbench.llm import Generation, LLMBackend, Messages, SamplingParams, split_reply_start
 
 FILLER = (
@@ -49,7 +49,7 @@ _JUDGED = re.compile(r"^Text:[ \t]*\n(?P<text>.+?)\n\s*\nStatement:[ \t]*(?P<sta
 
 
 def _digest(*parts) -> int:
-    return int.from_bytes(hashlib.sha256("\x1f".join(map(str, parts)).encode("utf-8")).digest()[:8], "big")
+    return int(digest("\x1f".join(map(str, parts)), 16), 16)
 
 
 def _words(text: str) -> list[str]:

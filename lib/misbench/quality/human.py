@@ -16,6 +16,8 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from misbench.ids import seeded_hash
+
 RUBRICS = ("entailment", "conflict")
 RATINGS = (0, 1, 2)
 NOT_APPLICABLE = "n/a"
@@ -64,7 +66,7 @@ def sample_rows(qc: DataFrame, evidence: DataFrame, allocation: Mapping[tuple, i
     quota = qc.sparkSession.createDataFrame(
         [(*key, int(n)) for key, n in allocation.items()], "kind string, style string, hop int, quota int"
     )
-    order = F.xxhash64(F.lit(seed), "evidence_id")
+    order = seeded_hash(seed, F.col("evidence_id"))
     ranked = qc.join(quota, list(STRATUM)).withColumn(
         "rank", F.row_number().over(Window.partitionBy(*STRATUM).orderBy(order, "evidence_id"))
     ).where(F.col("rank") <= F.col("quota"))
