@@ -114,6 +114,22 @@ def test_an_intersection_joins_two_facts_that_nothing_satisfies_both_of(spark):
     assert sorted(r.reason for r in reasons.collect()) == [
         "kept"] + ["no second fact of the same type"] * 10 + ["the same two facts asked from the other side"]
 
+    # A stage function is a pure plan: building it runs no Spark job. The job's plan
+    # (misbench.plans.LocalCheckpoints) computes the frames it keeps at once, with the same result.
+    from misbench.plans import LocalCheckpoints
+
+    context, tracker = spark.sparkContext, spark.sparkContext.statusTracker()
+    try:
+        context.setJobGroup("lazy-intersections", "a pure plan")
+        lazy, _ = intersection_questions(facts, names, spec, seed=3)
+        assert tracker.getJobIdsForGroup("lazy-intersections") == []
+        context.setJobGroup("kept-intersections", "the job's plan")
+        kept, _ = intersection_questions(facts, names, spec, seed=3, plan=LocalCheckpoints())
+        assert tracker.getJobIdsForGroup("kept-intersections")
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)
+    assert sorted(map(str, lazy.collect())) == sorted(map(str, kept.collect())) == sorted(map(str, rows))
+
 
 def test_a_former_value_is_a_bridge_at_the_middle_year_only_where_no_other_value_could_hold_it(spark):
     """"The head of state of S1 in 1993": a statement that ended, asked at the middle year of its

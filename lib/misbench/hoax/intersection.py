@@ -21,6 +21,7 @@ from misbench.hoax.common import (
 )
 from misbench.hoax.spec import HoaxSpec
 from misbench.ids import seeded_hash, stable_id
+from misbench.plans import LAZY, Lazy
 
 INTERSECTION = "intersection"
 # Pool positions tried for the second fact and the extra distractor.
@@ -54,7 +55,7 @@ def _fact_rows(facts: DataFrame, labels: DataFrame, spec: HoaxSpec) -> DataFrame
 
 def intersection_questions(facts: DataFrame, labels: DataFrame, spec: HoaxSpec, seed: int,
                            source: str = "wikidata", countries=None,
-                           containment: DataFrame | None = None) -> tuple[DataFrame, DataFrame]:
+                           containment: DataFrame | None = None, plan: Lazy = LAZY) -> tuple[DataFrame, DataFrame]:
     """(questions, candidates with their reason and pattern). ``facts``, ``labels`` and
     ``containment`` as ``stage.hoax_questions`` takes them. Both facts are on one-value relations: the first's
     proves the premise false, the second's that its object is the only thing the second
@@ -70,7 +71,7 @@ def intersection_questions(facts: DataFrame, labels: DataFrame, spec: HoaxSpec, 
         return (conform(spark.createDataFrame([], "question_id string")),
                 spark.createDataFrame([], "candidate_id string, reason string, pattern string"))
     rows = _fact_rows(facts, labels, spec).where(F.col("property").isin(list(spec.functional_premises))) \
-        .localCheckpoint()
+        .transform(plan.keep)
     firsts = rows.withColumn("candidate_id", stable_id(F.lit(INTERSECTION), F.col("subject_id"), F.col("property")))
     share = int(round(spec.intersection_share * 1000))
     drawn = F.pmod(seeded_hash(F.col("candidate_id"), seed, INTERSECTION), F.lit(1000)) < share
@@ -117,10 +118,11 @@ def intersection_questions(facts: DataFrame, labels: DataFrame, spec: HoaxSpec, 
                     & F.col("ambiguous").isNull() & F.col("b_ambiguous").isNull()))
     first_try = Window.partitionBy("candidate_id").orderBy("attempt")
     partners = valid.withColumn("n", F.row_number().over(first_try)).where("n = 1").drop("n").withColumn(
-        "phrases", phrases).localCheckpoint()
+        "phrases", phrases).transform(plan.keep)
     reasons = firsts.select("candidate_id", F.coalesce("reason", F.lit(NO_PARTNER)).alias("reason"),
                             F.lit(INTERSECTION).alias("pattern"))
-    if partners.isEmpty():  # a small graph (the demo's): the options, countries and wording cost seconds of Spark
+    # a small graph (the demo's) has none: the options, countries and wording cost seconds of Spark
+    if not plan.has_rows(partners):
         return conform(spark.createDataFrame([], "question_id string")), reasons
     # The extra distractor: another named entity of the noun, named unlike both objects and
     # both subjects and absent from the question (neither condition's value, so not both).
@@ -142,7 +144,7 @@ def intersection_questions(facts: DataFrame, labels: DataFrame, spec: HoaxSpec, 
                  normalized(F.col("subject_label")), normalized(F.col("b_subject_label")))
                  & ~contains_words(F.col("phrases"), F.col("extra_label")))
              .withColumn("n", F.row_number().over(first_try)).where("n = 1").select("candidate_id", "extra_label"))
-    paired = partners.join(extra, "candidate_id", "left").localCheckpoint()
+    paired = partners.join(extra, "candidate_id", "left").transform(plan.keep)
     # the country: the first subject's, else the second's (with_country's order for a bridge)
     optioned = with_country(paired.where(F.col("extra_label").isNotNull())
                             .withColumn("bridge_id", F.col("b_subject_id"))
@@ -157,7 +159,7 @@ def intersection_questions(facts: DataFrame, labels: DataFrame, spec: HoaxSpec, 
     # Two facts, one question: from the side of the smaller candidate id among those asked.
     pair = F.array_sort(F.array(F.col("candidate_id"), F.col("b_candidate_id")))
     once = Window.partitionBy(pair).orderBy("candidate_id")
-    optioned = optioned.withColumn("copy", F.row_number().over(once)).localCheckpoint()
+    optioned = optioned.withColumn("copy", F.row_number().over(once)).transform(plan.keep)
     chosen = optioned.where(F.col("copy") == 1)
     late = (paired.where(F.col("extra_label").isNull()).select("candidate_id", F.lit(FEW_OPTIONS).alias("late_reason"))
             .unionByName(outside)

@@ -23,6 +23,7 @@ from misbench.hoax.spec import load_spec
 from misbench.ids import request_id
 from misbench.lake import Lake, drop_older_layout, write_partition
 from misbench.llm import SamplingParams, model_identity
+from misbench.plans import LocalCheckpoints
 from misbench.prompts import load_prompt, messages_column
 
 SOURCE = "wikidata"
@@ -141,6 +142,12 @@ def _countries(value) -> list[str] | None:
     return value
 
 
+def _position_spread(questions: DataFrame) -> dict[str, int]:
+    """How often "I do not know" sits at each letter."""
+    counts = {row["idk_letter"]: row["n"] for row in questions.groupBy("idk_letter").agg(F.count("*").alias("n")).collect()}
+    return {letter: int(counts.get(letter, 0)) for letter in stage.LETTERS}
+
+
 def run_hoax(spark: SparkSession, lake: Lake, cfg: Config) -> HoaxReport:
     for table in ("triples", "entities"):
         if not lake.exists(table):
@@ -153,14 +160,15 @@ def run_hoax(spark: SparkSession, lake: Lake, cfg: Config) -> HoaxReport:
     labels = entity_labels(lake).localCheckpoint()
     dated_first = stage.dated_first_hops(lake.read("triples"), spec, cfg.get("claims.reference_date"))
     containment = stage.containment_links(facts).localCheckpoint()  # both patterns' part-of test
+    plan = LocalCheckpoints()  # the stage's shared frames computed once each (misbench.plans)
     countries = _countries(settings.get("countries"))
     questions, candidates = stage.hoax_questions(facts, labels, stage.spec_frames(spark, spec), spec, seed,
                                                  int(settings["substitute_attempts"]), SOURCE,
                                                  tried_per_chain=int(settings["premises_tried_per_chain"]),
                                                  countries=countries, dated_first=dated_first,
-                                                 containment=containment)
+                                                 containment=containment, plan=plan)
     intersections, intersection_candidates = intersection.intersection_questions(facts, labels, spec, seed, SOURCE,
-                                                                                 countries, containment)
+                                                                                 countries, containment, plan)
     questions = cached = questions.unionByName(intersections).cache()
     stats = stage.hoax_stats(candidates.select("pattern", "reason").unionByName(
         intersection_candidates.select("pattern", "reason")), SOURCE)
@@ -184,7 +192,7 @@ def run_hoax(spark: SparkSession, lake: Lake, cfg: Config) -> HoaxReport:
         questions=stored.count(),
         by_reasoning={r["reasoning_type"]: r["n"] for r in stored.groupBy("reasoning_type").agg(F.count("*").alias("n")).collect()},
         rejected=_rejected(lake),
-        idk_positions=stage.position_spread(stored), reworded=reworded)
+        idk_positions=_position_spread(stored), reworded=reworded)
     for frame in (cached, stored):  # the walk's questions, also where rewording replaced them
         frame.unpersist()
     return report

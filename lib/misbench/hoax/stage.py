@@ -33,6 +33,7 @@ from misbench.hoax.common import (  # noqa: F401 (IDK, LETTERS, conform... are a
 )
 from misbench.hoax.spec import HoaxSpec
 from misbench.ids import seeded_hash, stable_id
+from misbench.plans import LAZY, Lazy
 
 PATTERN = "bridge"
 # A chosen date question asked instead as which of two comes first (with_comparisons): its
@@ -174,7 +175,8 @@ def chains(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame],
 
 
 def premises(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], bridges: DataFrame,
-             spec: HoaxSpec, seed: int, attempts: int, containment: DataFrame | None = None) -> DataFrame:
+             spec: HoaxSpec, seed: int, attempts: int, containment: DataFrame | None = None,
+             plan: Lazy = LAZY) -> DataFrame:
     """Per bridge entity and premise relation: the bridge's recorded values (what a premise
     contradicts), the proof that a premise on it is false, and up to three false objects of
     the same type (claims' ``substitutes``: never a value the graph gives it, in any rank or
@@ -226,19 +228,19 @@ def premises(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], 
     # A false object must not contain or sit inside the true value (born in Westminster, not
     # London; a country inside the United Kingdom): the graph's part-of links, either way,
     # through up to CONTAINMENT_DEPTH steps (a district is inside its country too).
-    links = containment if containment is not None else containment_links(facts).localCheckpoint()
+    links = containment if containment is not None else containment_links(facts).transform(plan.keep)
     # checkpointed: it feeds both the unmatched claims and the union below
-    found = substitutes(claims, facts, labels, seed, attempts, wanted=3, links=links).localCheckpoint()
+    found = substitutes(claims, facts, labels, seed, attempts, wanted=3, links=links).transform(plan.keep)
     # Where no other object of the relation fits (a small graph: one capital, one head of
     # state), any named entity of the same type: the proof holds whatever the false object.
     # Its pool is every named entity; its truth, every value the graph gives the bridge.
     # A relation with hoax.premise_object_roles draws only on the entities holding a role.
     pools = mapping_column({r: role_pool(r) for r in spec.premise_object_roles}, F.col("pool_relation"), F.lit(ANY_RELATION))
     unmatched = claims.join(found.select("claim_id"), "claim_id", "left_anti") \
-        .withColumn("pool_relation", pools).localCheckpoint()
+        .withColumn("pool_relation", pools).transform(plan.keep)
     # Skipped where every claim found its false objects: the search plans a dozen Spark jobs
     # over every named entity, whether or not a claim asks.
-    if not unmatched.isEmpty():
+    if plan.has_rows(unmatched):
         named_ids = labels.where(F.col("label").isNotNull()).select(F.col("id").alias("object_id"))
         roles = frames["object_roles"]
         holders = facts.where(F.col("object_id").isNotNull() & (F.col("rank") != "deprecated")).join(
@@ -410,7 +412,8 @@ def _seeded_order(seed: int) -> tuple[Column, Column]:
     return seeded_hash(F.col("candidate_id"), seed), F.col("candidate_id")
 
 
-def _triage(walked: DataFrame, found: DataFrame, seed: int, tried_per_chain: int) -> tuple[DataFrame, DataFrame]:
+def _triage(walked: DataFrame, found: DataFrame, seed: int, tried_per_chain: int,
+            plan: Lazy = LAZY) -> tuple[DataFrame, DataFrame]:
     """(candidates to try: chain and premise keys, every other candidate with its reason), on
     narrow rows. A chain has a candidate per premise of its bridge (dozens for a country: 14
     per chain on the synthetic graphs) and yields one question, the first candidate in seeded
@@ -426,7 +429,7 @@ def _triage(walked: DataFrame, found: DataFrame, seed: int, tried_per_chain: int
     order = Window.partitionBy("chain_id", F.col("reason").isNull()).orderBy(*_seeded_order(seed))
     pairs = pairs.withColumn("reason", F.when(
         F.col("reason").isNull() & (F.row_number().over(order) > tried_per_chain), F.lit(NOT_TRIED))
-        .otherwise(F.col("reason"))).localCheckpoint()
+        .otherwise(F.col("reason"))).transform(plan.keep)
     settled = pairs.where(F.col("reason").isNotNull()).select(
         "candidate_id", "chain_id", "subject_id", "first", "bridge_id", "second", "premise_property", "premise_object",
         F.lit(None).cast("string").alias("question"), "reason")
@@ -439,7 +442,7 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
                    seed: int, attempts: int = 16, source: str = "wikidata",
                    tried_per_chain: int = 3, countries: Sequence[str] | None = None,
                    dated_first: DataFrame | None = None,
-                   containment: DataFrame | None = None) -> tuple[DataFrame, DataFrame]:
+                   containment: DataFrame | None = None, plan: Lazy = LAZY) -> tuple[DataFrame, DataFrame]:
     """(questions, candidates with their reason). ``facts``: claims' ``resolved_facts`` over
     ``spec.properties``; ``labels``: id, label, description, instance_of, aliases (both
     checkpointed: they are joined dozens of times); ``dated_first``: ``dated_first_hops``;
@@ -447,16 +450,16 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
     ``countries``: country ids a question's country must be one of (None: any)."""
     if tried_per_chain < 1:
         raise ValueError(f"hoax.premises_tried_per_chain must be at least 1, not {tried_per_chain}")
-    # Checkpointed where a frame feeds several branches: each would recompute the walk, and
-    # the plan (templates filled, names normalised, inlined into every use) grows past what
-    # the driver can even print. The inputs are checkpointed by the caller (the job: the
+    # Kept (plan.keep: the job's plan checkpoints them) where a frame feeds several branches:
+    # each would recompute the walk, and the plan (templates filled, names normalised, inlined
+    # into every use) grows past what the driver can even print. The inputs are checkpointed by the caller (the job: the
     # intersection pattern reads them too): each of the dozens of joins below would otherwise
     # analyse and optimise their whole lineage again, which took two thirds of a run on a
     # small dump. A local checkpoint is not recomputed if an executor is lost: Spark fails
     # the stage's run, which a rerun repeats whole.
-    walked = chains(facts, labels, frames, dated_first, spec.dated_role).localCheckpoint()
-    found = premises(facts, labels, frames, walked, spec, seed, attempts, containment).localCheckpoint()
-    tried, settled = _triage(walked, found, seed, tried_per_chain)
+    walked = chains(facts, labels, frames, dated_first, spec.dated_role).transform(plan.keep)
+    found = premises(facts, labels, frames, walked, spec, seed, attempts, containment, plan).transform(plan.keep)
+    tried, settled = _triage(walked, found, seed, tried_per_chain, plan)
     # Wide rows for the tried candidates only (a premise is unique per bridge, property, object).
     candidates = (walked.join(tried, ["chain_id", "bridge_id"])
                   .join(found, ["bridge_id", "premise_property", "premise_object"]))
@@ -520,7 +523,7 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
         .when(F.col("object_ambiguous").isNotNull(), F.lit("premise object's name is ambiguous"))
         .when(contains_words(F.col("question"), F.col("answer_text")), F.lit("question names its near miss"))
     )
-    candidates = candidates.withColumn("reason", checks).localCheckpoint()
+    candidates = candidates.withColumn("reason", checks).transform(plan.keep)
     # Options only for the candidates every other check passed: searched once per second hop
     # (the costly part) and shared by its chains, counted per candidate, and ranked only for
     # the chosen ones.
@@ -529,21 +532,21 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
     # chain is the only current value), and dropDuplicates' first() over strings sorts every
     # row, which ran out of memory at 10^6 entities.
     by_answer = _answer_options(passing.select(*ANSWER_COLUMNS).distinct(), facts, labels, seed,
-                                attempts).localCheckpoint()
+                                attempts).transform(plan.keep)
     by_chain = _chain_options(passing.select("chain_id", "bridge_id", "second", "subject_label").distinct(),
-                              by_answer).localCheckpoint()
-    context = _context_options(passing, facts, labels).localCheckpoint()
+                              by_answer).transform(plan.keep)
+    context = _context_options(passing, facts, labels).transform(plan.keep)
     candidates = candidates.join(_option_counts(passing, by_chain, context), "candidate_id", "left")
     reason = (
         F.when(F.col("reason").isNotNull(), F.col("reason"))
         .when(F.coalesce(F.col("options_found"), F.lit(0)) < 3, F.lit("fewer than three distractors"))
         .otherwise(F.lit(KEPT))
     )
-    candidates = candidates.withColumn("reason", reason).localCheckpoint()
+    candidates = candidates.withColumn("reason", reason).transform(plan.keep)
     # One question per chain: among its kept premises, the first in seeded order.
     per_chain = Window.partitionBy("chain_id").orderBy(*_seeded_order(seed))
     kept = candidates.where(F.col("reason") == KEPT).withColumn("pick", F.row_number().over(per_chain))
-    chosen = with_country(kept.where("pick = 1").drop("pick"), facts, labels, spec).localCheckpoint()
+    chosen = with_country(kept.where("pick = 1").drop("pick"), facts, labels, spec).transform(plan.keep)
     late = F.when(F.col("pick") > 1, F.lit("another premise chosen for the chain"))
     if countries:  # the country is the chain's: all its kept premises are outside
         among = F.coalesce(F.col("country_id").isin(list(countries)), F.lit(False))
@@ -553,7 +556,7 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
         chosen = chosen.where(among)
     passed_over = kept.select("candidate_id", late.alias("late_reason")).where(F.col("late_reason").isNotNull())
     chosen = chosen.join(_distractors(chosen, by_chain, context, seed), "candidate_id", "left")
-    chosen = with_comparisons(chosen, walked, ambiguous, spec, seed).localCheckpoint()
+    chosen = with_comparisons(chosen, walked, ambiguous, spec, seed, plan).transform(plan.keep)
     compared = chosen.where(F.col("pattern") == COMPARISON).select(
         "candidate_id", F.lit(ASKED_AS_COMPARISON).alias("compared_reason"))
     candidates = (candidates.join(passed_over, "candidate_id", "left").join(compared, "candidate_id", "left")
@@ -576,7 +579,7 @@ PARTNER_COLUMNS = ("partner_chain", "partner_subject", "partner_first", "partner
 
 
 def with_comparisons(chosen: DataFrame, walked: DataFrame, ambiguous: DataFrame, spec: HoaxSpec,
-                 seed: int) -> DataFrame:
+                     seed: int, plan: Lazy = LAZY) -> DataFrame:
     """The chosen questions, a seeded share of the date ones (``spec.comparisons``) turned into
     comparisons: "Who was born first: <the premise's description>, or <another chain's>?".
 
@@ -608,7 +611,7 @@ def with_comparisons(chosen: DataFrame, walked: DataFrame, ambiguous: DataFrame,
                     F.col("second_statement").alias("partner_second_statement"),
                     F.col("answer_value").alias("partner_value"), F.col("answer_text").alias("partner_date"),
                     fill(F.col("role"), F.col("subject_label")).alias("partner_description"))
-            .withColumn("slot", F.row_number().over(by_slot) - 1).localCheckpoint())
+            .withColumn("slot", F.row_number().over(by_slot) - 1).transform(plan.keep))
     sizes = pool.groupBy("second").agg(F.count("*").alias("pool_size"))
     tries = (chosen.where(drawn).select("candidate_id", "second", "bridge_id", "bridge_label", "premise_object",
                                         "answer_value", "description")
@@ -742,12 +745,6 @@ def hoax_stats(candidates: DataFrame, source: str) -> DataFrame:
     return (candidates.groupBy(F.lit(source).alias("source"), "pattern", "reason")
             .agg(F.count("*").alias("candidates"))
             .withColumn("share", F.round(F.col("candidates") / F.sum("candidates").over(total), 4)))
-
-
-def position_spread(questions: DataFrame) -> dict[str, int]:
-    """How often "I do not know" sits at each letter."""
-    counts = {row["idk_letter"]: row["n"] for row in questions.groupBy("idk_letter").agg(F.count("*").alias("n")).collect()}
-    return {letter: int(counts.get(letter, 0)) for letter in LETTERS}
 
 
 def options_problems(options: Sequence[str], idk_index: int) -> list[str]:
