@@ -65,6 +65,7 @@ def _resolved(text: str) -> str:
 
 def test_every_task_passes_arguments_its_command_accepts():
     from misbench.cli import build_parser
+    from misbench.config import ConfigError, load_config
 
     for path, job in JOBS.values():
         for task in job["tasks"]:
@@ -75,9 +76,17 @@ def test_every_task_passes_arguments_its_command_accepts():
                 parsed = build_parser().parse_args([command, *arguments])
             except SystemExit:
                 pytest.fail(f"{task['task_key']}: misbench {command} rejects {arguments}")
-            assert parsed.profile == "databricks", task["task_key"]
+            assert parsed.profile.split(",")[0] == "databricks", task["task_key"]
+            # its profiles and --set lines are settings misbench accepts, of their types
+            overrides = [*(parsed.overrides or []), *(getattr(parsed, "overrides_after", None) or [])]
+            assert any(o.startswith("lake.catalog=") for o in overrides), task["task_key"]
+            cfg = load_config(parsed.profile, overrides)
+            if task.get("job_cluster_key") == "gpu":
+                assert cfg.get("llm.backend") == "vllm" and parsed.profile == "databricks,databricks_gpu", task["task_key"]
     with pytest.raises(SystemExit):  # the check can fail: a misspelt option is refused
         build_parser().parse_args(["ingest", "--dumps", "x"])
+    with pytest.raises(ConfigError, match="generate.gpus_per_tsk"):  # and so is a misspelt setting
+        load_config("databricks,databricks_gpu", ["generate.gpus_per_tsk=1"])
 
 
 def test_the_pipeline_has_a_task_per_stage_with_dependencies_in_stage_order():
