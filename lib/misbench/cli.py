@@ -12,14 +12,14 @@ from typing import Sequence
 
 from misbench import logs
 from misbench.config import ConfigError, load_config, project_dir
-from misbench.pipeline import STAGE_NAMES, StageFailed
+from misbench import pipeline
+from misbench.pipeline import EXIT_TOO_MANY_REJECTS, STAGE_NAMES, StageFailed  # noqa: F401 (exit codes)
 
 log = logging.getLogger("misbench")
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # an unexpected failure; the traceback is in the log file
 EXIT_ERROR = 2  # the user's input (config, paths, SQL)
-EXIT_TOO_MANY_REJECTS = 3
 EXIT_WORKER_CRASHED = 4
 
 
@@ -174,7 +174,7 @@ def _open(args):
 def _cmd_ingest(args) -> int:
     cfg, spark, lake = _open(args)
     try:
-        print(_ingest(spark, lake, cfg, _dumps(args, cfg)))
+        print(pipeline.ingest_stage(spark, lake, cfg, _dumps(args, cfg)))
     except StageFailed as failed:
         print(failed.summary, file=sys.stderr)
         return failed.exit_code
@@ -185,78 +185,18 @@ def _dumps(args, cfg) -> list[str]:
     return args.dump or [str(project_dir() / cfg.get("ingest.default_dump"))]
 
 
-def _ingest(spark, lake, cfg, dumps) -> str:
-    from misbench.ingest.job import run_ingest
-
-    report = run_ingest(spark, lake, cfg, dumps)
-    if report.too_many_rejects:
-        raise StageFailed(
-            f"ingest: FAILED: {report.rejects} of {report.entities + report.rejects} entity lines "
-            f"rejected ({report.reject_rate:.4%}), above the allowed {report.max_reject_rate:.4%}. "
-            "Everything parsed and every reject were written; see table ingest_rejects "
-            "(misbench sql \"SELECT * FROM ingest_rejects\").", EXIT_TOO_MANY_REJECTS)
-    return (f"ingest: {report.files} file(s) -> entities {report.entities}, "
-            f"triples {report.triples}, ingest_rejects {report.rejects} "
-            f"(lake: {lake.location('entities').rsplit('/', 1)[0]})")
-
-
 def _cmd_claims(args) -> int:
     if args.enrich:
         args.overrides.append("claims.enrich.enabled=true")
     cfg, spark, lake = _open(args)
-    print(_claims(spark, lake, cfg, args.from_2wiki))
+    print(pipeline.claims_stage(spark, lake, cfg, args.from_2wiki))
     return EXIT_OK
-
-
-def _claims(spark, lake, cfg, two_wiki=()) -> str:
-    from misbench.claims.job import run_claims
-
-    report = run_claims(spark, lake, cfg, two_wiki=list(two_wiki))
-    return (f"claims: {report.claims} claims ({report.one_hop} one-hop, {report.two_hop} two-hop), "
-            f"{report.conflicts} conflicts ({report.without_temporal} claims have no temporal conflict: "
-            f"their relation does not change over time), {report.enriched} entities enriched; "
-            + (f"{report.retired_slots} evidence slots of changed conflicts removed (generate writes them again); "
-               if report.retired_slots else "")
-            + "see claims_stats for every fact not kept")
 
 
 def _cmd_generate(args) -> int:
     cfg, spark, lake = _open(args)
-    print(_generate(spark, lake, cfg, args.limit))
+    print(pipeline.generate_stage(spark, lake, cfg, args.limit))
     return EXIT_OK
-
-
-def _generate(spark, lake, cfg, limit=None) -> str:
-    from misbench.generate.job import run_generate
-
-    report = run_generate(spark, lake, cfg, limit=limit)
-    return (f"generate: {report.claims} claims, {report.generated} texts generated this run "
-            f"({report.failed} failed); {report.slots_passed} of {report.slots} slots (claim, kind, style) "
-            f"hold a text that passed quality control ({report.slots_passed_first_attempt} at the first "
-            f"attempt); model loaded {report.model_loads} time(s). See evidence_slots and evidence_qc.")
-
-
-def _quality(spark, lake, cfg) -> str:
-    from misbench.quality.job import run_quality
-
-    report = run_quality(spark, lake, cfg)
-    dropped = ", ".join(f"{name} {count}" for name, count in report.dropped_by_filter.items())
-    return (f"quality: {report.evidence} evidence texts, {report.checked} checked this run, "
-            f"{report.passed} passed; dropped by {dropped or 'no filter'}; "
-            f"models loaded {report.model_loads} time(s). See evidence_qc (reasons) and quality_stats.")
-
-
-def _bench(spark, lake, cfg) -> str:
-    from misbench.bench.job import run_bench
-
-    report = run_bench(spark, lake, cfg)
-    kinds = ", ".join(f"{k} {v}" for k, v in sorted(report.by_kind.items()))
-    settings = ", ".join(f"{k} {v}" for k, v in sorted(report.by_setting.items()))
-    left = "; ".join(f"{s}{'' if k is None else ' ' + k}: {r} ({n})"
-                     for (s, k, r), n in sorted(report.left_out.items(), key=lambda kv: str(kv[0]))) or "none"
-    spread = ", ".join(f"{k} {v}" for k, v in report.memory_positions.items())
-    return (f"bench: {report.questions} questions, one per claim (with misinformation texts of kind: {kinds}); per setting: {settings}; left out: {left}; "
-            f"true answer at letter: {spread}. See questions and bench_stats.")
 
 
 def _stage_command(summary):
@@ -268,38 +208,12 @@ def _stage_command(summary):
     return command
 
 
-def _model_line(command: str, report, answers: int) -> str:
-    """One evaluated model's summary: answers, the headline metric per setting with its n."""
-    parts = []
-    for setting, (metric, value, n) in report.headline.items():
-        shown = "null" if value is None or value != value else f"{value:.3f}"
-        parts.append(f"{setting} {metric} {shown} (n={n})")
-    return (f"{command} {report.model} ({report.backend}, {report.answer_mode}): {answers} answers "
-            f"({report.answered_now} new, {report.unparsed} unparsed); " + "; ".join(parts)
-            + f"; MLflow run {report.mlflow_run_id}")
-
-
-def _evaluation_lines(command: str, cfg, reports, answers: str, tables: str) -> str:
-    from misbench.evaluate.tracking import store_location
-
-    lines = [_model_line(command, report, getattr(report, answers)) for report in reports]
-    lines.append(f"{command}: see {tables}; MLflow UI: mlflow ui --backend-store-uri {store_location(cfg)[0]}")
-    return "\n".join(lines)
-
-
 def _cmd_evaluate(args) -> int:
     if args.limit:
         args.overrides.append(f"evaluate.limit={args.limit}")
     cfg, spark, lake = _open(args)
-    print(_evaluate(spark, lake, cfg, args.model, args.settings, args.source))
+    print(pipeline.evaluate_stage(spark, lake, cfg, args.model, args.settings, args.source))
     return EXIT_OK
-
-
-def _evaluate(spark, lake, cfg, models=None, settings=None, source="wikidata") -> str:
-    from misbench.evaluate.job import run_evaluate
-
-    reports = run_evaluate(spark, lake, cfg, models=models, settings=settings, source=source)
-    return _evaluation_lines("evaluate", cfg, reports, "items", "eval_metrics and eval_responses")
 
 
 def _cmd_export(args) -> int:
@@ -320,124 +234,28 @@ def _cmd_import_misbench(args) -> int:
     return EXIT_OK
 
 
-def _hoax(spark, lake, cfg) -> str:
-    from misbench.hoax.job import run_hoax
-
-    report = run_hoax(spark, lake, cfg)
-    kinds = ", ".join(f"{k} {v}" for k, v in sorted(report.by_reasoning.items())) or "none"
-    rejected = "; ".join(f"{r} ({n})" for r, n in sorted(report.rejected.items(), key=lambda x: -x[1])) or "none"
-    spread = ", ".join(f"{k} {v}" for k, v in report.idk_positions.items())
-    reworded = "" if report.reworded is None else f"; reworded {report.reworded}"
-    return (f"hoax: {report.questions} questions ({kinds}); candidates rejected: {rejected}; "
-            f"'I do not know' at letter: {spread}{reworded}. See hoax_questions and hoax_stats.")
-
-
 def _cmd_hoax_evaluate(args) -> int:
     if args.limit:
         args.overrides.append(f"hoax.evaluate.limit={args.limit}")
     cfg, spark, lake = _open(args)
-    print(_hoax_evaluate(spark, lake, cfg, args.model, args.tasks, args.source))
+    print(pipeline.hoax_evaluate_stage(spark, lake, cfg, args.model, args.tasks, args.source))
     return EXIT_OK
 
 
-def _hoax_evaluate(spark, lake, cfg, models=None, tasks=None, source="wikidata") -> str:
-    from misbench.hoax.evaluate_job import run_hoax_evaluate
-
-    reports = run_hoax_evaluate(spark, lake, cfg, models=models, tasks=tasks, source=source)
-    return _evaluation_lines("hoax-evaluate", cfg, reports, "answers",
-                             "eval_metrics (setting hoax_*), eval_responses and hoax_judgements")
-
-
-def _views(spark, lake, cfg) -> str:
-    from misbench.views import run_views
-
-    report = run_views(spark, lake, cfg)
-    waiting = "; ".join(f"{name} ({why})" for name, why in report.waiting.items())
-    return (f"views: stored {', '.join(report.stored) or 'none'}"
-            + (f"; not yet (their tables are missing): {waiting}" if waiting else "")
-            + "; query them like tables with misbench sql")
-
-
 def _cmd_run_all(args) -> int:
-    from misbench.pipeline import run_all
-
     cfg, spark, lake = _open(args)
     dumps = _dumps(args, cfg)
-    from misbench.ingest.job import resolve_dump_paths
-    from misbench.pipeline import dump_identity
-
-    def unless_empty(command, table, stats, evaluate):
-        # A graph too small for questions is an outcome (the stats table says why), not a failure.
-        if lake.exists(table) and lake.read(table).where("source = 'wikidata'").isEmpty():
-            return f"{command}: no questions in {table} (see {stats}): nothing to evaluate"
-        return evaluate()
-
-    runners = {
-        "ingest": lambda: _ingest(spark, lake, cfg, dumps),
-        "claims": lambda: _claims(spark, lake, cfg),
-        "generate": lambda: _generate(spark, lake, cfg, args.limit),
-        "quality": lambda: _quality(spark, lake, cfg),
-        "bench": lambda: _bench(spark, lake, cfg),
-        "evaluate": lambda: unless_empty("evaluate", "questions", "bench_stats", lambda: _evaluate(spark, lake, cfg, args.model)),
-        "hoax": lambda: _hoax(spark, lake, cfg),
-        "hoax-evaluate": lambda: unless_empty("hoax-evaluate", "hoax_questions", "hoax_stats",
-                                              lambda: _hoax_evaluate(spark, lake, cfg, args.model)),
-        "views": lambda: _views(spark, lake, cfg),
-    }
-    arguments = {
-        "ingest": {"dumps": dump_identity(resolve_dump_paths(dumps))
-                   if args.start in (None, "ingest") else []},
-        "generate": {"limit": args.limit},
-        "evaluate": {"models": args.model},
-        "hoax-evaluate": {"models": args.model},
-    }
+    runners = pipeline.stage_runners(spark, lake, cfg, dumps, args.limit, args.model)
+    arguments = pipeline.stage_arguments(dumps, args.start, args.limit, args.model)
     try:
-        report = run_all(spark, lake, cfg, runners, arguments, start=args.start, force=args.force)
+        report = pipeline.run_all(spark, lake, cfg, runners, arguments, start=args.start, force=args.force)
     except StageFailed as failed:
         print(failed.summary, file=sys.stderr)
         print("run-all: stopped; fix the cause and run the same command again: finished stages are skipped",
               file=sys.stderr)
         return failed.exit_code
-    print(_run_summary(spark, lake, cfg, report))
+    print(pipeline.run_summary(spark, lake, cfg, report))
     return EXIT_OK
-
-
-def _run_summary(spark, lake, cfg, report) -> str:
-    """Where everything is: the product tables with their rows, the headline metrics per model
-    with their n and MLflow runs, and how to open the MLflow UI."""
-    from misbench.evaluate.tracking import store_location
-    from misbench.views import view_definitions
-
-    ran = sum(o.status != "skipped" for o in report.outcomes)
-    skipped = sum(o.status == "skipped" for o in report.outcomes)
-    lines = [f"run-all: finished in {logs.duration(report.seconds)}: {ran} stage(s) ran, {skipped} skipped "
-             f"(run {report.run_id}; see pipeline_runs)", "", "Tables (product tables; misbench tables --all adds "
-             "the internal ones):"]
-    tables = lake.tables()
-    width = max([len(t.name) for t in tables] + [5])
-    lines += [f"  {t.name.ljust(width)}  {t.rows if t.rows is not None else '?':>9} rows" for t in tables]
-    where = tables[0].location.rsplit(".", 1)[0] if tables and getattr(lake, "by_name", False) \
-        else getattr(lake, "root", "")
-    lines += ["", f"Lake: {where}"]
-    if lake.exists("eval_metrics"):
-        lake.register_views_of_tables()
-        rows = spark.sql(view_definitions()["headline_metrics"] + " ORDER BY model, source, setting").collect()
-        lines += ["", "Headline metrics (overall, with n; per kind, style, topic and label in eval_metrics):"]
-        runs = {}
-        for row in rows:
-            value = "null" if row["value"] is None or row["value"] != row["value"] else f"{row['value']:.3f}"
-            over = f"  (mean of {row['runs']} runs, spread {row['value_spread']:.3f})" \
-                if row["runs"] and row["runs"] > 1 and row["value_spread"] is not None else ""
-            lines.append(f"  {row['model']:<36} {row['source']:<12} {row['setting']:<20} "
-                         f"{row['metric']:<20} {value:>6}  n={row['n']}{over}")
-            runs.setdefault(row["model"], set()).add(row["mlflow_run_id"])
-        lines += ["", "MLflow runs:"] + [f"  {model}: {', '.join(sorted(r for r in ids if r))}"
-                                        for model, ids in sorted(runs.items())]
-        lines.append(f"  open the UI: mlflow ui --backend-store-uri {store_location(cfg)[0]}")
-    lines += ["", "Analyst views: answers_flat, hoax_answers_flat, headline_metrics, style_results "
-              "(misbench sql \"SELECT * FROM headline_metrics\"); notebooks in notebooks/."]
-    return "\n".join(lines)
-
 
 
 def _cmd_import_hoax(args) -> int:
@@ -527,11 +345,11 @@ def _print_rows(rows: list[dict], columns: Sequence[str], fmt: str) -> None:
 
 
 COMMANDS = {
-    "ingest": _cmd_ingest, "claims": _cmd_claims, "generate": _cmd_generate, "quality": _stage_command(_quality),
-    "bench": _stage_command(_bench), "evaluate": _cmd_evaluate, "export": _cmd_export,
-    "import-misbench": _cmd_import_misbench, "hoax": _stage_command(_hoax), "hoax-evaluate": _cmd_hoax_evaluate,
+    "ingest": _cmd_ingest, "claims": _cmd_claims, "generate": _cmd_generate, "quality": _stage_command(pipeline.quality_stage),
+    "bench": _stage_command(pipeline.bench_stage), "evaluate": _cmd_evaluate, "export": _cmd_export,
+    "import-misbench": _cmd_import_misbench, "hoax": _stage_command(pipeline.hoax_stage), "hoax-evaluate": _cmd_hoax_evaluate,
     "import-hoax": _cmd_import_hoax, "human-eval": _cmd_human_eval, "tables": _cmd_tables, "sql": _cmd_sql,
-    "run-all": _cmd_run_all, "views": _stage_command(_views),
+    "run-all": _cmd_run_all, "views": _stage_command(pipeline.views_stage),
 }
 
 
