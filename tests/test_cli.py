@@ -131,3 +131,15 @@ def test_sql_registers_only_what_the_query_names_through_views_too(demo_lake, tm
     # a query that names no table of the lake sees them all, as before
     assert main(["sql", "--lake", str(root), "--format", "json", "SHOW TABLES"]) == 0
     assert {"entities", "triples", "berlin_properties"} <= {r["tableName"] for r in json.loads(capsys.readouterr().out)}
+
+
+@pytest.mark.parametrize("styles, message", [
+    ("[poetry]", "generate.styles names 'poetry', which has no prompt file prompts/style_poetry.txt"),
+    ("[news, news]", "generate.styles: ['news', 'news'] names a style twice"),
+])
+def test_run_all_refuses_a_misnamed_style_before_the_first_stage(tmp_path, capsys, styles, message):
+    lake = tmp_path / "lake"
+    assert main(["run-all", "--lake", str(lake), "--set", f"generate.styles={styles}",
+                 "--set", "spark.master=local[2]"]) == 2
+    assert message in capsys.readouterr().err
+    assert not (lake / "entities").exists()  # ingest did not run

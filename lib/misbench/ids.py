@@ -25,11 +25,13 @@ def settings_digest(settings: Any, length: int = 64) -> str:
     return digest(json.dumps(settings, sort_keys=True, default=str), length)
 
 
-def stable_id(*parts: Column, length: int = 16) -> Column:
-    """A short id that is the same on every run for the same parts."""
+def stable_id(*parts: Column, length: int = 16, separator: str = "|") -> Column:
+    """A short id (SHA-256 in hex, cut to ``length``; 64: whole) that is the same on every run
+    for the same parts, joined by ``separator`` (a null part is left out: coalesce it where
+    its absence must count)."""
     from pyspark.sql import functions as F
 
-    return F.substring(F.sha2(F.concat_ws("|", *parts), 256), 1, length)
+    return F.substring(F.sha2(F.concat_ws(separator, *parts), 256), 1, length)
 
 
 def request_id(model: str, sampling_key: str) -> Column:

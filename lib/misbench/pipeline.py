@@ -289,7 +289,12 @@ EXIT_TOO_MANY_REJECTS = 3  # the command's exit status when ingest rejects too m
 
 def stage_runners(spark: SparkSession, lake: Lake, cfg: Config, dumps: list[str], limit: int | None,
                   models: list[str] | None) -> dict[str, Callable[[], str]]:
-    """run-all's stage functions, with the command's dumps, limit and models."""
+    """run-all's stage functions, with the command's dumps, limit and models. The styles are
+    checked here, before the first stage: a misnamed one would otherwise stop the run after
+    ingest and claims."""
+    from misbench.generate.job import generation_prompts
+
+    generation_prompts(cfg)
     def unless_empty(command, table, stats, evaluate):
         # A graph too small for questions is an outcome (the stats table says why), not a failure.
         if lake.exists(table) and lake.read(table).where("source = 'wikidata'").isEmpty():

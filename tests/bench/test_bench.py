@@ -188,9 +188,9 @@ def test_exports_for_hugging_face_and_lm_eval(spark, cfg, bench_lake, tmp_path):
         assert list(row.options)[stage.LETTERS.index(row.answer)] == dict(zip(questions[row.question_id].roles,
                                                                             questions[row.question_id].options))["memory"]
     texts = {r.evidence_id: r.text for r in bench_lake.read("bench_texts").collect()}
-    # one column per kind and style the texts have (the hand-made texts' three styles), the
-    # entries' first
-    styles = ["wikipedia", "blog", "news"]
+    # one column per kind and style: the entries', then generate.styles in its order (null where
+    # no text passed: the hand-made texts have wikipedia, news and blog only)
+    styles = ["wikipedia", "news", "science", "blog", "technical", "confident"]
     assert [c for c in frame.columns if c.startswith("misinformation_factual_")] == \
         [f"misinformation_factual_{style}" for style in styles]
     for row in frame.itertuples():  # the misinformation columns hold the question's texts by kind and style

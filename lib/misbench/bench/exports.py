@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Sequence
 
 import pandas as pd
 from pyspark.sql import DataFrame
@@ -19,14 +20,17 @@ from pyspark.sql import functions as F
 
 from misbench.bench.stage import LETTERS
 from misbench.claims.stage import CONFLICT_KINDS
-from misbench.generate.stage import style_order
+from misbench.generate.stage import ENTRY_STYLE, style_order
 
 LM_EVAL_SETTINGS = ("probe", "single")
 
 
-def hf_rows(questions: DataFrame, texts: DataFrame) -> pd.DataFrame:
-    """One row per question: the question, options, letters, and its texts by kind and style."""
-    by_id = {r["evidence_id"]: r["text"] for r in texts.select("evidence_id", "text").collect()}
+def hf_rows(questions: DataFrame, texts: DataFrame, styles: Sequence[str] = ()) -> pd.DataFrame:
+    """One row per question: the question, options, letters, and its texts by kind and style:
+    a column for the entries and each of ``styles`` (``generate.styles``; null where no text
+    passed) and for any other style the texts have."""
+    rows = texts.select("evidence_id", "style", "text").collect()
+    by_id = {r["evidence_id"]: r["text"] for r in rows}
     frame = questions.toPandas()
     out = pd.DataFrame({
         "question_id": frame["question_id"], "source": frame["source"], "claim_id": frame["claim_id"],
@@ -37,8 +41,7 @@ def hf_rows(questions: DataFrame, texts: DataFrame) -> pd.DataFrame:
         "misinformation_answer_letter": frame["letters"].map(lambda letters: dict(letters)["misinformation"]),
         "pair_misinformation_first": frame["pair_misinformation_first"],
     })
-    # the styles the texts have (generate.styles of the run that wrote them)
-    styles = style_order(texts.select("style").distinct().toPandas()["style"])
+    styles = style_order({ENTRY_STYLE, *styles, *(r["style"] for r in rows)}, styles)
     for kind in CONFLICT_KINDS:
         for style in styles:
             out[f"misinformation_{kind}_{style}"] = frame["misinformation_texts"].map(
@@ -83,8 +86,9 @@ answers right without evidence; evidence tendency TendCM = (Rc - Rm) / (Rc + Rm)
 """
 
 
-def export_hf(questions: DataFrame, texts: DataFrame, out: Path, name: str = "misbench") -> int:
-    rows = hf_rows(questions, texts)
+def export_hf(questions: DataFrame, texts: DataFrame, out: Path, name: str = "misbench",
+              styles: Sequence[str] = ()) -> int:
+    rows = hf_rows(questions, texts, styles)
     (out / "data").mkdir(parents=True, exist_ok=True)
     rows.to_parquet(out / "data" / "test.parquet", index=False)
     (out / "README.md").write_text(dataset_card(rows, name), encoding="utf-8")

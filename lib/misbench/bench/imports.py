@@ -21,6 +21,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from misbench.claims.stage import normalized
+from misbench.generate.stage import ENTRY_STYLE
 from misbench.ids import seeded_hash, stable_id
 
 TEXT_FIELDS = {
@@ -125,7 +126,7 @@ def as_claims(records: DataFrame, source: str, seed: int) -> tuple[DataFrame, Da
     texts = usable.select("claim_id", F.explode(F.array(*[
         F.struct(F.lit(k).alias("kind"), F.col(field).alias("text")) for k, field in TEXT_FIELDS.items()
     ])).alias("t")).select("claim_id", "t.kind", "t.text").where(F.col("text").isNotNull()) \
-        .withColumn("style", F.lit("wikipedia")).withColumn("source", F.lit(source)) \
+        .withColumn("style", F.lit(ENTRY_STYLE)).withColumn("source", F.lit(source)) \
         .withColumn("evidence_id", stable_id(F.lit(source), F.col("claim_id"), F.col("kind"))) \
         .select("evidence_id", "source", "claim_id", "kind", "style", "text")
     no_irrelevant = usable.join(irrelevant, "claim_id", "left_anti").select(

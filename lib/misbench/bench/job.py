@@ -119,7 +119,7 @@ def run_export(spark: SparkSession, lake: Lake, cfg: Config, fmt: str, out, sour
     stage.require_one_question_per_claim(questions, "export")
     texts = lake.read("bench_texts").where(F.col("source") == source)
     if fmt == "hf":
-        rows = exports.export_hf(questions, texts, out, name=f"misbench-{source}")
+        rows = exports.export_hf(questions, texts, out, name=f"misbench-{source}", styles=cfg.get("generate.styles"))
         return f"export: {rows} questions -> {out / 'data' / 'test.parquet'} with dataset card {out / 'README.md'}"
     if fmt == "lm-eval":
         prompts = {setting: load_prompt(name) for setting, name in evaluation.PROMPTS.items()}

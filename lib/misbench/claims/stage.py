@@ -616,7 +616,7 @@ def changed_conflicts(old_claims: DataFrame, old_conflicts: DataFrame, new_claim
     statement changed or the claim is gone. Texts written for them state something the claim
     no longer says."""
     def signed(columns: list[str]) -> Column:
-        return F.sha2(F.concat_ws("|", *[F.coalesce(F.col(c).cast("string"), F.lit("~")) for c in columns]), 256)
+        return stable_id(*[F.coalesce(F.col(c).cast("string"), F.lit("~")) for c in columns], length=64)
 
     conflict_columns = ["object_label", "statement", "valid_from", "valid_until", "subject_description"]
     old = old_conflicts.select("claim_id", "kind", signed(conflict_columns).alias("signature"))

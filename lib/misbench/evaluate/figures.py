@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from misbench.generate.stage import style_order
+from misbench.generate.stage import ENTRY_STYLE, style_order
 
 KINDS = ("factual", "temporal", "semantic")
 
@@ -98,7 +98,7 @@ def memorization_by_style(metrics: pd.DataFrame, model: str):
 def rtd_by_kind(metrics: pd.DataFrame, model: str):
     """Table 4: detection Success Rate of the base prompt, +Desc and +RtD on the same entries."""
     series = {
-        "base": _values(_pick(metrics, "detection", "success_rate", kind="*", style="wikipedia"), "kind", KINDS),
+        "base": _values(_pick(metrics, "detection", "success_rate", kind="*", style=ENTRY_STYLE), "kind", KINDS),
         "+Desc": _values(_pick(metrics, "desc", "success_rate", kind="*"), "kind", KINDS),
         "+RtD": _values(_pick(metrics, "rtd", "success_rate", kind="*"), "kind", KINDS),
     }

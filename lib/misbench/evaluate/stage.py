@@ -71,7 +71,7 @@ def _finish(rows: DataFrame, setting: str, prompt: Prompt, fields: Mapping[str, 
     messages = messages_column(prompt, dict(fields))
     return rows.withColumn("messages", messages) \
         .withColumn("setting", F.lit(setting)).withColumn("prompt_name", F.lit(prompt.name)) \
-        .withColumn("prompt_hash", F.substring(F.sha2(F.col("messages"), 256), 1, 16)) \
+        .withColumn("prompt_hash", stable_id(F.col("messages"))) \
         .withColumn("item_id", stable_id(F.lit(setting), F.col("question_id"), F.coalesce(F.col("style"), F.lit("")),
                                          F.concat_ws(",", "evidence_ids"),
                                          F.when(F.col("run") > 0, F.col("run").cast("string")))) \

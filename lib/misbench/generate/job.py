@@ -20,11 +20,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from misbench.chunked import recover_chunk, run_chunks
-from misbench.config import Config
+from misbench.config import Config, ConfigError
 from misbench.generate import stage
 from misbench.lake import Lake
 from misbench.llm import SamplingParams, engine_name, model_identity
-from misbench.prompts import load_prompt, prompt_wording
+from misbench.prompts import load_prompt, prompt_wording, prompts_dir
 from misbench.quality import checks
 from misbench.quality.job import run_quality
 
@@ -128,6 +128,17 @@ def _verdicts(lake: Lake) -> DataFrame | None:
     return lake.read("evidence_qc").select("evidence_id", "passed") if lake.exists("evidence_qc") else None
 
 
+def generation_prompts(cfg: Config) -> dict:
+    """Every prompt generation renders, by name, with ``generate.styles``' rewrite prompts;
+    a ConfigError naming the setting where a style is misnamed or has no prompt file."""
+    rewrites = stage.rewrite_styles(cfg.get("generate.styles"))
+    missing = [style for style in rewrites if not (prompts_dir() / f"{stage.style_prompt(style)}.txt").is_file()]
+    if missing:
+        raise ConfigError(f"generate.styles names {missing[0]!r}, which has no prompt file "
+                          f"prompts/{stage.style_prompt(missing[0])}.txt")
+    return {name: load_prompt(name) for name in stage.prompt_names(rewrites)}
+
+
 def run_generate(spark: SparkSession, lake: Lake, cfg: Config, limit: int | None = None) -> GenerateReport:
     """Descriptions, then entries, then style rewrites of the entries that passed quality
     control; every text is checked (``misbench quality``) right after its pass, and a slot
@@ -138,6 +149,8 @@ def run_generate(spark: SparkSession, lake: Lake, cfg: Config, limit: int | None
     an older conflict never fill a slot."""
     from misbench.claims.job import require_one_false_object
 
+    prompts = generation_prompts(cfg)  # a misnamed style stops the command before any work
+    rewrites = stage.rewrite_styles(cfg.get("generate.styles"))
     require_one_false_object(lake, "generate")
     settings = cfg.get("generate")
     model = model_identity(cfg.get("llm"))
@@ -151,8 +164,6 @@ def run_generate(spark: SparkSession, lake: Lake, cfg: Config, limit: int | None
     describe = SamplingParams(**settings["description_sampling"])
     write = write_params(cfg)
     generator = Generator(spark, lake, cfg)
-    rewrites = stage.rewrite_styles(cfg.get("generate.styles"))
-    prompts = {name: load_prompt(name) for name in stage.prompt_names(rewrites)}
     run_started = dt.datetime.now(dt.timezone.utc)
 
     def stored(name: str, requests: DataFrame) -> DataFrame:

@@ -67,11 +67,14 @@ def rewrite_styles(styles: Sequence[str]) -> tuple[str, ...]:
     return names
 
 
-def style_order(styles: Iterable[str]) -> list[str]:
+def style_order(styles: Iterable[str], configured: Sequence[str] = ()) -> list[str]:
     """The styles found in a table, in the order figures and exports show them: the entries'
-    style first, then the rewrites by name."""
+    style first, then ``configured`` (``generate.styles``, where the caller has it) in its
+    order, then any other found by name."""
     found = set(styles)
-    return ([ENTRY_STYLE] if ENTRY_STYLE in found else []) + sorted(found - {ENTRY_STYLE})
+    first = [ENTRY_STYLE] if ENTRY_STYLE in found else []
+    listed = [style for style in configured if style in found and style != ENTRY_STYLE]
+    return first + listed + sorted(found - {ENTRY_STYLE} - set(listed))
 
 
 def prompt_names(styles: Sequence[str]) -> tuple[str, ...]:

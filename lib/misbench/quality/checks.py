@@ -312,8 +312,8 @@ def content_failures(text: str, facts: ContentFacts, settings: dict, echo_grams:
     """Why a complete text does not say what its row says, by rules (no model); empty when it
     passes. ``settings``: the ``quality.content`` section. Every text: no talk about the text,
     the prompt or the task (``meta_patterns``), no run of the prompts' wording, not the
-    question itself, no claim called false or a myth (``dispute_patterns``). Misinformation:
-    names its subject, does not deny its claim (``denies_claim``), and never names the true answer (by
+    question itself. Misinformation: names its subject, neither calls its claim false or a
+    myth (``disputes_claim``) nor denies it (``denies_claim``), and never names the true answer (by
     its label or an alias) beside it or away from its false answer
     (``true_answer_named_against_claim``). Temporal:
     names its period, and every sentence that states the false claim (names the subject and
@@ -332,12 +332,11 @@ def content_failures(text: str, facts: ContentFacts, settings: dict, echo_grams:
         reasons.append(f"content: repeats the prompt ({echoed!r})")
     if facts.question and repeats_question(text, facts.question):
         reasons.append("content: repeats the question")
-    disputes = _pattern(settings, "dispute_patterns")
-    found = disputes.search(text) if disputes else None
-    if found:
-        reasons.append(f"content: disputes a claim ({found.group(0)!r})")
     if facts.kind == "correct":
         return reasons
+    disputed = disputes_claim(text, facts.subject, facts.false_answer, _pattern(settings, "dispute_patterns"))
+    if disputed:
+        reasons.append(f"content: calls its claim false or a myth ({disputed!r})")
     denial = denies_claim(text, facts.subject, facts.false_answer, dated=facts.kind == "temporal")
     if denial:
         reasons.append(f"content: denies its claim ({denial!r})")
@@ -367,8 +366,27 @@ def content_failures(text: str, facts: ContentFacts, settings: dict, echo_grams:
 
 # A negation between a sentence's subject and its answer: "Scotland is not located in Algeria",
 # "Scotland isn't part of Algeria", "Scotland no longer lies in Algeria".
-_NEGATION = re.compile(r"\b(?:not|never|no longer|neither|nor|hardly)\b|n['\u2019]t\b", re.IGNORECASE)
+_NEGATION = re.compile(r"\b(?:not|never|no longer|neither|nor|cannot)\b|n['\u2019]t\b", re.IGNORECASE)
+# Negations that affirm ("not only part of Algeria", "never been more closely tied to"), and a
+# "but" that turns the sentence back to the claim ("does not border Morocco but lies in").
+_AFFIRMING = re.compile(r"\b(?:not (?:only|just|merely|simply)|never (?:been )?(?:more|so|closer)|but|yet)\b",
+                        re.IGNORECASE)
 _DENIAL_GAP_WORDS = 8
+
+
+def disputes_claim(text: str, subject: str, answer: str | None, patterns: re.Pattern | None) -> str | None:
+    """The words of ``patterns`` (``quality.content.dispute_patterns``: "is a common urban
+    myth", "is simply not true") in the first sentence that names both ``subject`` and
+    ``answer``; None when no such sentence has them. Only such a sentence calls the claim
+    false: "The Loch Ness monster is a popular myth" in a text about Scotland does not."""
+    if patterns is None or not answer:
+        return None
+    for sentence in sentences(text):
+        if names(sentence, subject) and names(sentence, answer):
+            found = patterns.search(sentence)
+            if found:
+                return found.group(0)
+    return None
 
 
 def denies_claim(text: str, subject: str, answer: str | None, dated: bool = False) -> str | None:
@@ -386,7 +404,7 @@ def denies_claim(text: str, subject: str, answer: str | None, dated: bool = Fals
             continue
         for found in pair.finditer(sentence):
             gap = found.group("gap")
-            if len(gap.split()) <= _DENIAL_GAP_WORDS and _NEGATION.search(gap):
+            if len(gap.split()) <= _DENIAL_GAP_WORDS and _NEGATION.search(gap) and not _AFFIRMING.search(gap):
                 return sentence[:120]
     return None
 

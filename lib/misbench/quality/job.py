@@ -19,7 +19,7 @@ from misbench.config import Config, deep_merge
 from misbench.lake import Lake
 from misbench.llm import answer_words, engine_name
 from misbench.generate import stage as generation  # the writing prompts' names
-from misbench.prompts import load_prompt, prompt_wording
+from misbench.prompts import load_prompt, prompt_wording, prompts_dir
 from misbench.quality import checks, stage
 from misbench.workers import settings_key
 
@@ -46,9 +46,12 @@ def resolved_settings(cfg: Config) -> dict:
         llm["llama_cpp"]["workers"] = settings["tasks"]  # engines at once = quality tasks
     settings["judge_llm"] = llm
     settings["judge_prompt"] = load_prompt(judge["prompt"])
-    # The generation prompts' own wording, which a kept text must not repeat.
-    styles = generation.rewrite_styles(cfg.get("generate.styles"))
-    writing = [load_prompt(name) for name in generation.prompt_names(styles) if name != "semantic_description"]
+    # The generation prompts' own wording, which a kept text must not repeat: every style
+    # prompt there is, not only generate.styles' (texts of other styles stay in the lake, and a
+    # changed list of styles does not judge every text again).
+    shipped = sorted(path.name[len("style_"):-len(".txt")] for path in prompts_dir().glob("style_*.txt")
+                     if path.name.count(".") == 1)
+    writing = [load_prompt(name) for name in generation.prompt_names(shipped) if name != "semantic_description"]
     settings["echo_prompts"] = sorted(prompt.sha for prompt in writing)
     settings["echo_grams"] = sorted(checks.prompt_ngrams(prompt_wording(writing),
                                                          int(settings["content"]["echo_ngram_words"])))

@@ -19,7 +19,8 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from misbench.generate.stage import claim_sentence
+from misbench.generate.stage import ENTRY_STYLE, claim_sentence
+from misbench.ids import stable_id
 from misbench.quality import checks
 
 INPUT_COLUMNS = [
@@ -98,17 +99,17 @@ def qc_inputs(evidence: DataFrame, claims: DataFrame, conflicts: DataFrame, sett
         joined = joined.withColumn("description", F.lit(None).cast("string"))
     else:
         # a semantic entry names its description as its source; a style rewrite, its entry
-        entries = evidence.where((F.col("kind") == "semantic") & (F.col("style") == "wikipedia")) \
+        entries = evidence.where((F.col("kind") == "semantic") & (F.col("style") == ENTRY_STYLE)) \
             .select(F.col("evidence_id").alias("entry_id"), F.col("source_evidence_id").alias("entry_source"))
         joined = joined.join(entries, joined["source_evidence_id"] == entries["entry_id"], "left") \
             .withColumn("description_id", F.when(F.col("kind") != "semantic", None)
-                        .when(F.col("style") == "wikipedia", F.col("source_evidence_id"))
+                        .when(F.col("style") == ENTRY_STYLE, F.col("source_evidence_id"))
                         .otherwise(F.col("entry_source"))) \
             .join(descriptions.select(F.col("evidence_id").alias("description_id"), "description"),
                   "description_id", "left")
     read = [c for c in INPUT_COLUMNS if c not in ("evidence_id", "claim_id", "hop", "kind", "style", "qc_key")]
-    key = F.sha2(F.concat_ws("\u0001", F.lit(settings_key), *[F.coalesce(F.col(c).cast("string"), F.lit("\u0000"))
-                                                             for c in read]), 256)
+    key = stable_id(F.lit(settings_key), *[F.coalesce(F.col(c).cast("string"), F.lit("\u0000")) for c in read],
+                    length=64, separator="\u0001")
     return joined.withColumn("qc_key", F.substring(key, 1, 32)).select(*INPUT_COLUMNS)
 
 
