@@ -41,12 +41,27 @@ def frames(spark):
     return chosen, walked, ambiguous
 
 
-def test_a_date_question_becomes_a_comparison_with_a_true_chain_of_another_year(frames):
+def test_a_date_question_becomes_a_comparison_with_a_true_chain_of_another_year(spark, frames):
+    from misbench.plans import LocalCheckpoints
+
     spec = dataclasses.replace(hoax_spec.load_spec(), comparison_share=1.0)
     # whatever the seeded order of the pool: c2 shares its year, c1 is itself
     for seed in range(1, 4):
         assert with_comparisons(*frames, spec, seed=seed).where("candidate_id = 'k1'").first().partner_chain == "c3"
-    rows = {r.candidate_id: r for r in with_comparisons(*frames, spec, seed=5).collect()}
+    # A stage function is a pure plan: building it runs no Spark job; the job's plan
+    # (misbench.plans.LocalCheckpoints) computes the frame it keeps at once, with the same rows.
+    context, tracker = spark.sparkContext, spark.sparkContext.statusTracker()
+    try:
+        context.setJobGroup("lazy-comparisons", "a pure plan")
+        lazy = with_comparisons(*frames, spec, seed=5)
+        assert tracker.getJobIdsForGroup("lazy-comparisons") == []
+        context.setJobGroup("kept-comparisons", "the job's plan")
+        kept = with_comparisons(*frames, spec, seed=5, plan=LocalCheckpoints())
+        assert tracker.getJobIdsForGroup("kept-comparisons")
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)
+    rows = {r.candidate_id: r for r in lazy.collect()}
+    assert sorted(map(str, rows.values())) == sorted(map(str, kept.collect()))
     asked = rows["k1"]
     assert asked.pattern == COMPARISON
     assert "the father of Ann who was born in Rome" in asked.question and "the spouse of Cy" in asked.question
@@ -98,7 +113,10 @@ def test_an_intersection_joins_two_facts_that_nothing_satisfies_both_of(spark):
                    + [(c, c, "a country", ["Q6256"]) for c in ("FR", "IT", "PI", "UK", "NO", "GB")])
     spec = dataclasses.replace(hoax_spec.load_spec(), intersection_share=1.0)
     facts = resolved_facts(graph, spec.properties, "2026-01-01")
-    questions, reasons = intersection_questions(facts, names, spec, seed=3)
+    from misbench.plans import LocalCheckpoints
+
+    # as the job plans it (a lazy plan of this size takes Spark seconds more to analyse)
+    questions, reasons = intersection_questions(facts, names, spec, seed=3, plan=LocalCheckpoints())
     rows = questions.collect()
     # one question from the two facts, asked from one side
     assert [(q.premise_subject, q.premise_property, q.premise_object) for q in rows] in (
@@ -113,22 +131,6 @@ def test_an_intersection_joins_two_facts_that_nothing_satisfies_both_of(spark):
                                 "Which city is both the capital of FR and the place where Ann was born?")
     assert sorted(r.reason for r in reasons.collect()) == [
         "kept"] + ["no second fact of the same type"] * 10 + ["the same two facts asked from the other side"]
-
-    # A stage function is a pure plan: building it runs no Spark job. The job's plan
-    # (misbench.plans.LocalCheckpoints) computes the frames it keeps at once, with the same result.
-    from misbench.plans import LocalCheckpoints
-
-    context, tracker = spark.sparkContext, spark.sparkContext.statusTracker()
-    try:
-        context.setJobGroup("lazy-intersections", "a pure plan")
-        lazy, _ = intersection_questions(facts, names, spec, seed=3)
-        assert tracker.getJobIdsForGroup("lazy-intersections") == []
-        context.setJobGroup("kept-intersections", "the job's plan")
-        kept, _ = intersection_questions(facts, names, spec, seed=3, plan=LocalCheckpoints())
-        assert tracker.getJobIdsForGroup("kept-intersections")
-    finally:
-        context.setLocalProperty("spark.jobGroup.id", None)
-    assert sorted(map(str, lazy.collect())) == sorted(map(str, kept.collect())) == sorted(map(str, rows))
 
 
 def test_a_former_value_is_a_bridge_at_the_middle_year_only_where_no_other_value_could_hold_it(spark):

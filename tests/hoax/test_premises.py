@@ -9,6 +9,7 @@ from misbench.claims.stage import resolved_facts
 from misbench.config import ConfigError
 from misbench.hoax import spec as hoax_spec
 from misbench.hoax.stage import PROOF_FUNCTIONAL, premises, spec_frames
+from misbench.plans import LocalCheckpoints  # as the job runs it
 from pyspark.sql import functions as F
 
 from tests.claims.test_stage import labels, triples
@@ -39,7 +40,8 @@ def proved(spark):
     facts = resolved_facts(graph, spec.properties, "2026-01-01").localCheckpoint()
     names = names.localCheckpoint()
     bridges = spark.createDataFrame([(b,) for b in ("UK", "FR", "DE", "BE")], "bridge_id string")
-    rows = premises(facts, names, spec_frames(spark, spec), bridges, spec, seed=7, attempts=16).collect()
+    rows = premises(facts, names, spec_frames(spark, spec), bridges, spec, seed=7, attempts=16,
+                    plan=LocalCheckpoints()).collect()
     statement = {(r.subject_id, r.property, r.object_id): r.statement_id for r in graph.collect()}
     objects = {}
     for r in rows:
@@ -93,7 +95,7 @@ def test_a_fallback_false_object_holds_the_relations_role(spark):
     facts = resolved_facts(graph, spec.properties, "2026-01-01").localCheckpoint()
     bridges = spark.createDataFrame([("UK",)], "bridge_id string")
     rows = premises(facts, names.localCheckpoint(), spec_frames(spark, spec), bridges, spec, seed=7,
-                    attempts=16).where("premise_property = 'P6'").collect()
+                    attempts=16, plan=LocalCheckpoints()).where("premise_property = 'P6'").collect()
     assert rows and all(r.premise_proof.kind == PROOF_FUNCTIONAL for r in rows)
     assert {r.premise_object for r in rows} == {"Washington", "Pinera"}
 
