@@ -128,15 +128,16 @@ def _verdicts(lake: Lake) -> DataFrame | None:
     return lake.read("evidence_qc").select("evidence_id", "passed") if lake.exists("evidence_qc") else None
 
 
-def generation_prompts(cfg: Config) -> dict:
-    """Every prompt generation renders, by name, with ``generate.styles``' rewrite prompts;
-    a ConfigError naming the setting where a style is misnamed or has no prompt file."""
+def generation_prompts(cfg: Config) -> tuple[tuple[str, ...], dict]:
+    """(``generate.styles`` checked, every prompt generation renders by name, the rewrite
+    prompts included); a ConfigError naming the setting where a style is misnamed or has no
+    prompt file."""
     rewrites = stage.rewrite_styles(cfg.get("generate.styles"))
     missing = [style for style in rewrites if not (prompts_dir() / f"{stage.style_prompt(style)}.txt").is_file()]
     if missing:
         raise ConfigError(f"generate.styles names {missing[0]!r}, which has no prompt file "
                           f"prompts/{stage.style_prompt(missing[0])}.txt")
-    return {name: load_prompt(name) for name in stage.prompt_names(rewrites)}
+    return rewrites, {name: load_prompt(name) for name in stage.prompt_names(rewrites)}
 
 
 def run_generate(spark: SparkSession, lake: Lake, cfg: Config, limit: int | None = None) -> GenerateReport:
@@ -149,8 +150,7 @@ def run_generate(spark: SparkSession, lake: Lake, cfg: Config, limit: int | None
     an older conflict never fill a slot."""
     from misbench.claims.job import require_one_false_object
 
-    prompts = generation_prompts(cfg)  # a misnamed style stops the command before any work
-    rewrites = stage.rewrite_styles(cfg.get("generate.styles"))
+    rewrites, prompts = generation_prompts(cfg)  # a misnamed style stops the command before any work
     require_one_false_object(lake, "generate")
     settings = cfg.get("generate")
     model = model_identity(cfg.get("llm"))
