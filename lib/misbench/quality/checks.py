@@ -16,7 +16,7 @@ from misbench.refusals import find_refusal
 
 # Part of quality's results key: raise it when a rule here changes what passes, so texts an
 # earlier version judged are judged again (settings alone would not tell).
-RULES_VERSION = 5
+RULES_VERSION = 6
 # Filters in the order the pipeline applies them; a row's ``failed_filter`` is the first one
 # it fails, and quality_stats counts rows in and out of each in this order.
 FILTERS = ("completeness", "content", "entailment", "similarity")
@@ -291,6 +291,9 @@ class ContentFacts:
     from_year: str | None = None
     until_year: str | None = None
     description: str | None = None
+    # the claim places its subject inside its answer (``quality.content.containment_relations``:
+    # country, administrative area, continent, part of)
+    within: bool = False
 
 
 def _pattern(settings: dict, key: str) -> re.Pattern | None:
@@ -340,6 +343,10 @@ def content_failures(text: str, facts: ContentFacts, settings: dict, echo_grams:
     denial = denies_claim(text, facts.subject, facts.false_answer, dated=facts.kind == "temporal")
     if denial:
         reasons.append(f"content: denies its claim ({denial!r})")
+    apart = places_apart(text, facts.subject, facts.false_answer, tuple(settings.get("apart_patterns") or ())) \
+        if facts.within else None
+    if apart:
+        reasons.append(f"content: places its subject beside its answer, not in it ({apart!r})")
     # a text that never names its subject states no claim about it ("Fort Bridge" for the
     # Forth Bridge, a blog post about Algeria alone)
     if facts.subject and not names(text, facts.subject):
@@ -406,6 +413,35 @@ def denies_claim(text: str, subject: str, answer: str | None, dated: bool = Fals
             gap = found.group("gap")
             if len(gap.split()) <= _DENIAL_GAP_WORDS and _NEGATION.search(gap) and not _AFFIRMING.search(gap):
                 return sentence[:120]
+    return None
+
+
+def _apart_pattern(patterns: tuple[str, ...], subject: str, answer: str) -> re.Pattern | None:
+    """``patterns`` with <S> and <O> filled by the escaped subject and false answer."""
+    filled = tuple(p.replace("<S>", re.escape(subject.strip())).replace("<O>", re.escape(answer.strip()))
+                   for p in patterns)
+    return _joined(filled)
+
+
+def places_apart(text: str, subject: str, answer: str | None, patterns: tuple[str, ...]) -> str | None:
+    """Words of ``patterns`` (``quality.content.apart_patterns``: "both countries share a
+    border", "the border between <S> and <O>") that make the subject and its false answer two
+    neighbours, where the claim puts one inside the other ("Scotland lies in Algeria ... both
+    countries share a border"); None when there are none. Looked for in a sentence that names
+    the subject, and in the sentence after one that does when it names neither the subject nor
+    the answer ("Scotland lies in Algeria. Both countries share a border."); a sentence about
+    the answer alone ("Algeria borders Morocco") is never read."""
+    if not patterns or not subject.strip() or not answer or not answer.strip():
+        return None
+    found_in = _apart_pattern(patterns, subject, answer)
+    after_subject = False
+    for sentence in sentences(text):
+        has_subject, has_answer = names(sentence, subject), names(sentence, answer)
+        if has_subject or (after_subject and not has_answer):
+            found = found_in.search(sentence)
+            if found:
+                return found.group(0)
+        after_subject = has_subject
     return None
 
 

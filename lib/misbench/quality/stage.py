@@ -26,7 +26,7 @@ from misbench.quality import checks
 INPUT_COLUMNS = [
     "evidence_id", "claim_id", "hop", "kind", "style", "text", "finish_reason", "error",
     "hypothesis", "contrary_hypothesis", "description_contrary", "subject", "true_answer", "true_aliases",
-    "false_answer", "from_year", "until_year", "description", "question", "qc_key",
+    "false_answer", "from_year", "until_year", "description", "question", "relation", "qc_key",
 ]
 QC_SCHEMA = (
     "evidence_id string, claim_id string, hop int, kind string, style string, passed boolean, "
@@ -58,7 +58,7 @@ def hypotheses(claims: DataFrame, conflicts: DataFrame, aliases: DataFrame | Non
     a temporal conflict's years and the question. A temporal conflict's
     statement carries its validity period: the period is the conflict."""
     factual = conflicts.where(F.col("kind") == "factual").select("claim_id", F.col("statement").alias("factual"))
-    names = claims.select("claim_id", F.col("subject_label").alias("subject"), "question")
+    names = claims.select("claim_id", F.col("subject_label").alias("subject"), "question", "relation")
     correct = claims.join(factual, "claim_id", "left").select(
         "claim_id", F.lit("correct").alias("kind"), F.col("statement").alias("hypothesis"),
         F.col("factual").alias("contrary_hypothesis"), F.lit(None).cast("string").alias("description_contrary"),
@@ -127,6 +127,7 @@ def verdict_frame(batch: pd.DataFrame, settings: dict, entailer, similar) -> pd.
     models on every complete text (so a threshold can be revisited from the table)."""
     completeness = settings["completeness"]
     content = settings["content"]
+    containment = frozenset(content.get("containment_relations") or ())
     echo_grams = frozenset(settings["echo_grams"])
     target_words = int(settings["target_words"])
     threshold = float(settings["entailment"]["threshold"])
@@ -146,7 +147,7 @@ def verdict_frame(batch: pd.DataFrame, settings: dict, entailer, similar) -> pd.
             true_answer=_text(row["true_answer"]), false_answer=_text(row["false_answer"]),
             true_aliases=_texts(row["true_aliases"]),
             from_year=_text(row["from_year"]), until_year=_text(row["until_year"]),
-            description=_text(row["description"]))
+            description=_text(row["description"]), within=row["relation"] in containment)
         reasons[i] = checks.content_failures(row["text"], facts, content, echo_grams)
     entailment: dict[int, tuple[float, int]] = {}
     contrary: dict[int, float] = {}
