@@ -42,6 +42,7 @@ setup(
         "mlflow-skinny>=2.16",  # evaluation runs (the tracking client)
         "matplotlib>=3.7",  # the evaluation figures
         "jsonschema>=4.18",  # the settings checked against base.yaml; hoax-evaluate's JSON answers
+        "tenacity>=8.2",  # commits redone after another command's commit to the same table
     ],
     extras_require={
         "local": LOCAL,

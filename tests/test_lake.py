@@ -218,3 +218,42 @@ def test_compaction_merges_small_files_into_one_version_with_the_same_rows(lake,
     lake.compact("t")
     assert len(DeltaTable(lake.location("t")).file_uris()) == 1 and lake.version("t") == before + 1
     assert rows(lake, "t") == [(k, "v", "x") for k in range(6)]
+
+
+def test_a_commit_that_lost_a_race_is_redone_from_a_fresh_read(tmp_path):
+    """delta-rs's real conflict (another writer committed after this one read the table) is
+    recognised and the merge redone on the table as it is now; other errors are not retried."""
+    from deltalake import write_deltalake
+
+    from misbench.lake import is_write_conflict, retry_write_conflicts
+
+    path = str(tmp_path / "t")
+    write_deltalake(path, pa.table({"k": [1, 2], "v": ["a", "b"]}))
+    handles = [DeltaTable(path)]  # read before the other writer's commit
+    DeltaTable(path).merge(pa.table({"k": [1], "v": ["other"]}), "t.k = s.k", source_alias="s",
+                           target_alias="t").when_matched_update_all().when_not_matched_insert_all().execute()
+    errors = []
+
+    @retry_write_conflicts
+    def merge_mine():
+        table = handles.pop() if handles else DeltaTable(path)
+        try:
+            table.merge(pa.table({"k": [1], "v": ["mine"]}), "t.k = s.k", source_alias="s",
+                        target_alias="t").when_matched_update_all().when_not_matched_insert_all().execute()
+        except Exception as error:
+            errors.append(error)
+            raise
+
+    merge_mine()
+    assert len(errors) == 1 and is_write_conflict(errors[0])
+    assert dict(DeltaTable(path).to_pandas()[["k", "v"]].values.tolist()) == {1: "mine", 2: "b"}
+    calls = []
+
+    @retry_write_conflicts
+    def broken():
+        calls.append(1)
+        raise ValueError("cannot append into 't': its schema differs")
+
+    with pytest.raises(ValueError):
+        broken()
+    assert len(calls) == 1 and not is_write_conflict(ValueError("schema differs"))

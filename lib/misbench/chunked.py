@@ -19,7 +19,7 @@ from typing import Callable, Iterator
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
-from misbench.ids import seeded_hash
+from misbench.ids import digest, seeded_hash
 from misbench.lake import Lake
 from misbench.logs import duration
 
@@ -147,10 +147,18 @@ def pending_rows(requests: DataFrame, done: DataFrame | None, key: str, max_atte
         .drop("_earlier_error", "_earlier_attempts")
 
 
-def recover_chunk(lake: Lake, target: str, key: str) -> None:
+def work_table(name: str, scope: str = "") -> str:
+    """The internal table ``name`` of one command's pass (``scope``: the command and its model,
+    "evaluate qwen2.5-1.5b"): commands that share a lake at once never read or replace each
+    other's queues and chunks, and a rerun of the same command finds what its killed run left.
+    No scope: the lake's one table of that name (a stage that runs once per lake)."""
+    return f"{name}_{digest(scope, 10)}" if scope else name
+
+
+def recover_chunk(lake: Lake, target: str, key: str, scope: str = "") -> None:
     """A chunk written just before a kill, and replacements not merged yet: make sure they
     reached their table (merged by key: a row already there is replaced, never doubled)."""
-    for staged in (f"chunk_{target}", f"replace_{target}"):
+    for staged in (work_table(f"chunk_{target}", scope), work_table(f"replace_{target}", scope)):
         if lake.exists(staged):
             lake.upsert(lake.read(staged), target, [key])
             lake.drop(staged)
@@ -160,7 +168,7 @@ def run_chunks(
     lake: Lake, queue: DataFrame, total: int, function: Callable, schema: str, target: str, key: str,
     chunk_rows: int, tasks: int, gpus_per_task: float = 0, *, label: str, engine: str,
     units_column: str | None = None, unit: str = "texts", progress_every_s: float = 30.0,
-    totals: dict[str, Column] | None = None,
+    totals: dict[str, Column] | None = None, scope: str = "",
 ) -> Iterator[Row]:
     """Run ``function`` over ``queue`` (``total`` rows) chunk by chunk; each chunk's output is
     committed into ``target``, then summed in one Spark job and yielded: ``rows``, ``units``
@@ -177,9 +185,11 @@ def run_chunks(
 
     ``label`` names the pass and ``engine`` the model in progress lines and in the
     ``WorkerCrashed`` error raised when a Python worker dies; ``units_column`` (e.g.
-    ``tokens_out``, unit ``tokens``) is summed for the progress rate, else rows count."""
+    ``tokens_out``, unit ``tokens``) is summed for the progress rate, else rows count.
+    ``scope``: the command and model whose staging tables these are (``work_table``)."""
     chunks = max(1, math.ceil(total / max(1, chunk_rows)))
-    chunk_table, work_table, replace_table = f"chunk_{target}", f"work_{target}", f"replace_{target}"
+    chunk_table, queue_table, replace_table = (work_table(f"{stage}_{target}", scope)
+                                               for stage in ("chunk", "work", "replace"))
     queue = queue.withColumn("_chunk", F.pmod(seeded_hash(F.col(key)), F.lit(chunks)).cast("int"))
     # One pass over the target to flag the keys it holds, then never again.
     target_exists = lake.exists(target)
@@ -191,8 +201,8 @@ def run_chunks(
     queue = queue.withColumn("_replaces", F.coalesce("_replaces", F.lit(False)))
     if chunks > 1:
         # Each chunk's rows together: one file per chunk, however many chunks.
-        lake.write(queue.repartition("_chunk").sortWithinPartitions("_chunk"), work_table, partition_by=["_chunk"])
-        work = lake.read(work_table)
+        lake.write(queue.repartition("_chunk").sortWithinPartitions("_chunk"), queue_table, partition_by=["_chunk"])
+        work = lake.read(queue_table)
     else:  # small passes (most of them): one Spark job and one commit fewer
         work = queue
     # Which chunks hold keys the target has (rare): the others commit by append alone.
@@ -238,7 +248,7 @@ def run_chunks(
         lake.upsert(lake.read(replace_table), target, [key])
         lake.drop(replace_table)
     lake.drop(chunk_table)
-    lake.drop(work_table)  # also one a killed run with more chunks left behind
+    lake.drop(queue_table)  # also one a killed run with more chunks left behind
     # A file per chunk: merged before analysts read the table. Only an optimisation, after
     # everything is committed: a failure (another job merging into the target at the same
     # time, an engine without OPTIMIZE) costs nothing but small files, so it is logged.

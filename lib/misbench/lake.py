@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Iterator, Mapping, Sequence
 
 import pyarrow as pa
+import tenacity
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
@@ -42,6 +43,7 @@ WRITE_MODES = ("overwrite", "append")
 INTERNAL_TABLES = (
     "ingest_staging", "claim_facts", "claim_candidates", "conflicts_staging", "generation_claims",
     "generation_queue_*", "generation_requests_*", "quality_queue", "eval_items", "eval_queue",
+    "eval_items_*", "eval_queue_*",
     "rtd_requests_*", "hoax_requests_*", "chunk_*", "work_*", "replace_*", "view_definitions",
 )
 INTERNAL_FOLDER = "_internal"
@@ -49,6 +51,41 @@ INTERNAL_FOLDER = "_internal"
 # lake registers its own.
 _registered_views: set[str] = set()
 _warned_roots: set[str] = set()
+
+
+# What another writer's commit to the same table raises: delta-rs's CommitFailedError ("a
+# concurrent transaction added new data"), Delta on Spark's Concurrent*Exception (by class name,
+# whether it reaches Python as its own class or inside a Py4J / Spark Connect error), and
+# delta-rs's "table already exists" when two writers create one table at once.
+_CONFLICT_NAMES = ("CommitFailedError", "ConcurrentAppendException", "ConcurrentDeleteReadException",
+                   "ConcurrentDeleteDeleteException", "ConcurrentTransactionException",
+                   "MetadataChangedException", "ProtocolChangedException", "DELTA_CONCURRENT_",
+                   "A Delta Lake table already exists at that location")
+WRITE_ATTEMPTS = 6
+
+
+def is_write_conflict(error: BaseException) -> bool:
+    """Whether ``error`` is another writer's commit to the same table, so that committing
+    again (reading the table anew) can succeed."""
+    text = f"{type(error).__name__}: {error}"
+    return any(name in text for name in _CONFLICT_NAMES)
+
+
+def _log_retry(state: tenacity.RetryCallState) -> None:
+    error = state.outcome.exception() if state.outcome else None
+    log.warning("write conflict with another command on the same table (attempt %d of %d), committing again: %s",
+                state.attempt_number, WRITE_ATTEMPTS, str(error).splitlines()[0][:200] if error else "")
+
+
+# A commit that lost a race with another command's commit is redone from a fresh read of the
+# table: never lost, never doubled (appends add files; merges and partition overwrites re-read).
+retry_write_conflicts = tenacity.retry(
+    retry=tenacity.retry_if_exception(is_write_conflict),
+    stop=tenacity.stop_after_attempt(WRITE_ATTEMPTS),
+    wait=tenacity.wait_random_exponential(multiplier=0.5, max=10),
+    before_sleep=_log_retry,
+    reraise=True,
+)
 
 
 def is_internal(name: str) -> bool:
@@ -377,7 +414,6 @@ class DeltaRsLake(Lake):
     def _write_files(self, source, produce, spark_schema, name, mode, partition_by,
                      replace_partitions):
         from deltalake import DeltaTable, Schema
-        from deltalake.transaction import AddAction, create_table_with_add_actions
 
         self._check(name, mode, partition_by, replace_partitions)
         partition_by = list(partition_by)
@@ -398,6 +434,16 @@ class DeltaRsLake(Lake):
             def task(batches):
                 return write_files(produce(batches))
         rows = source.mapInArrow(task, ADD_ACTION_SCHEMA).collect()
+        self._commit_files(name, rows, delta_schema, mode, partition_by, replace_partitions)
+
+    @retry_write_conflicts
+    def _commit_files(self, name, rows, delta_schema, mode, partition_by, replace_partitions):
+        """One Delta transaction adding the written files; redone from a fresh read of the
+        table when another writer committed first."""
+        from deltalake import DeltaTable
+        from deltalake.transaction import AddAction, create_table_with_add_actions
+
+        uri = self.location(name)
         actions = [
             AddAction(
                 row.path,
@@ -449,7 +495,10 @@ class DeltaRsLake(Lake):
             self.write(df, name, mode="overwrite")
             return
         predicate = " AND ".join(f"target.`{key}` = source.`{key}`" for key in keys)
-        source = df.toArrow()
+        self._merge(name, df.toArrow(), predicate)
+
+    @retry_write_conflicts
+    def _merge(self, name: str, source: pa.Table, predicate: str) -> None:
         (
             self._table(name)
             .merge(source, predicate, source_alias="source", target_alias="target")
@@ -762,6 +811,7 @@ class SparkDeltaLake(Lake):
             return self.spark.read.table(self.location(name))
         return self.spark.read.format("delta").load(self.location(name))
 
+    @retry_write_conflicts
     def write(self, df, name, mode="overwrite", partition_by=(), replace_partitions=None):
         self._check(name, mode, partition_by, replace_partitions)
         writer = df.write.format("delta").mode(mode)
@@ -796,7 +846,7 @@ class SparkDeltaLake(Lake):
         view = f"misbench_upsert_{uuid.uuid4().hex[:12]}"
         df.createOrReplaceTempView(view)
         condition = " AND ".join(f"target.`{key}` = source.`{key}`" for key in keys)
-        self.spark.sql(
+        retry_write_conflicts(self.spark.sql)(
             f"MERGE INTO {self._sql_target(name)} AS target USING {view} AS source "
             f"ON {condition} WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
         )

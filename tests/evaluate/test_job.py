@@ -20,6 +20,17 @@ SMALL = ["llm.llama_cpp.model=qwen2.5-coder-0.5b-instruct-q4km", "evaluate.commi
 FAKE = ["llm.backend=fake", *SMALL[1:]]
 
 
+def internal(lake, name):
+    """The rows of every command's and model's ``name`` work table (``work_table``): these
+    tests evaluate one model at a time."""
+    tables = [t for t in lake.discovered_tables(internal=True) if t.startswith(f"{name}_")]
+    assert tables, f"no {name}_* table"
+    rows = lake.read(tables[0])
+    for table in tables[1:]:
+        rows = rows.unionByName(lake.read(table))
+    return rows
+
+
 @pytest.fixture(scope="module")
 def evaluated(spark, cfg, bench_root, tmp_path_factory):
     root = tmp_path_factory.mktemp("evaluate") / "lake"
@@ -33,7 +44,7 @@ def evaluated(spark, cfg, bench_root, tmp_path_factory):
 def test_every_item_of_every_setting_gets_one_answer(evaluated):
     lake, _, reports = evaluated
     (report,) = reports
-    items = lake.read("eval_items")
+    items = internal(lake, "eval_items")
     responses = lake.read("eval_responses")
     assert responses.count() == items.count() == report.items
     assert responses.select("response_id").distinct().count() == responses.count()
@@ -67,19 +78,19 @@ def test_rtd_steps_are_stored_and_feed_desc_and_rtd(evaluated):
             assert plain(labels[e.entity_id].label) == plain(e.extracted) or \
                 plain(e.extracted) in {plain(a) for a in labels[e.entity_id].aliases or []}
             assert e.description == labels[e.entity_id].description
-    rebuilt = [json.loads(r.messages)[1]["content"] for r in lake.read("rtd_requests_reconstruct").collect()]
+    rebuilt = [json.loads(r.messages)[1]["content"] for r in internal(lake, "rtd_requests_reconstruct").collect()]
     for e in entities:
         assert any(e.entity in text and (e.description or "(no description found)") in text for text in rebuilt)
     steps = lake.read("rtd_steps").groupBy("style").count().collect()
     assert {r.style: r["count"] for r in steps} == {"rtd_entity": len(entities), "rtd_reconstruct": len(entities)}
-    rtd_prompt = lake.read("eval_items").where("setting = 'rtd'").first().messages
+    rtd_prompt = internal(lake, "eval_items").where("setting = 'rtd'").first().messages
     reference = lake.read("rtd_steps").where("style = 'rtd_reconstruct'").first().text
     assert any(reference[:40] in json.loads(x.messages)[1]["content"]
-               for x in lake.read("eval_items").where("setting = 'rtd'").collect())
+               for x in internal(lake, "eval_items").where("setting = 'rtd'").collect())
     # the paper's last step: the passage and the reconstruction as Text 1 and Text 2, in a
     # seeded order; naming the passage is what counts as calling it misinformation
     texts = {r.evidence_id: r.text for r in lake.read("bench_texts").collect()}
-    for item in lake.read("eval_items").where("setting = 'rtd'").collect():
+    for item in internal(lake, "eval_items").where("setting = 'rtd'").collect():
         content = json.loads(item.messages)[1]["content"]
         first, second = content.split("Text 1: ", 1)[1].split("\n\nText 2: ", 1)
         passage = texts[item.evidence_ids[0]]
@@ -186,8 +197,44 @@ def test_kill_during_evaluation_then_rerun_loses_and_duplicates_nothing(spark, b
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     after = lake.read("eval_responses").collect()
     ids = [r.response_id for r in after]
-    assert len(ids) == len(set(ids)) == lake.read("eval_items").count()
+    assert len(ids) == len(set(ids)) == internal(lake, "eval_items").count()
     assert all({r.response_id: r.chosen_letter for r in after}[k] == v for k, v in before.items())
+
+
+@pytest.mark.chaos  # two real evaluate processes on one lake
+def test_two_evaluations_on_one_lake_at_once_both_finish_with_one_answer_per_item(spark, bench_root, tmp_path):
+    """Two models evaluated by two commands started together: each command's items, queue and
+    chunks are its own tables, commits that race are redone, and both end with one answer
+    per item and their metrics (before, the second command read files the first had just
+    replaced in the shared work tables and died with a Java error)."""
+    lake = copy_lake(spark, bench_root, tmp_path / "lake")
+
+    def command(model):
+        args = [sys.executable, "-m", "misbench.cli", "evaluate", "--lake", lake.root, "--settings", "probe",
+                "detection", "--model", model, "--set", "spark.master=local[1]"]
+        for setting in [*FAKE, "evaluate.commit_rows=2", "evaluate.limit=4", "llm.fake.seconds_per_request=0.05"]:
+            args += ["--set", setting]
+        return args
+
+    models = ("first-model", "second-model")
+    jobs = [subprocess.Popen(command(model), cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True) for model in models]
+    outputs = [job.communicate(timeout=900)[0] for job in jobs]
+    for job, output in zip(jobs, outputs):
+        assert job.returncode == 0, output[-3000:]
+    responses = lake.read("eval_responses").collect()
+    ids = [r.response_id for r in responses]
+    assert len(ids) == len(set(ids))
+    # each command's own items table: the responses of its model are exactly its items
+    tables = [t for t in lake.discovered_tables(internal=True) if t.startswith("eval_items_")]
+    asked = [{r.response_id for r in lake.read(t).select("response_id").collect()} for t in tables]
+    assert len(tables) == 2 and all(asked)
+    for model in models:
+        answered = [r for r in responses if r.model == model]
+        assert {r.response_id for r in answered} in asked and all(r.error is None for r in answered), model
+    metrics = lake.read("eval_metrics").where("metric = 'accuracy'").collect()
+    assert {r.model for r in metrics} == set(models)
+    assert not [t for t in lake.discovered_tables(internal=True) if t.startswith(("chunk_", "work_", "replace_"))]
 
 
 @pytest.mark.slow  # an evaluation job over the bench lake, fake backend
@@ -215,7 +262,7 @@ def test_runs_are_averaged_with_their_spread_and_n(spark, cfg, bench_root, tmp_p
     lake = copy_lake(spark, bench_root, root)
     run_cfg = cfg.with_overrides([f"lake.root={root}", *FAKE, "evaluate.limit=2", "evaluate.runs=2"])
     (report,) = run_evaluate(spark, lake, run_cfg, settings=["probe", "single", "detection"])
-    items = lake.read("eval_items").collect()
+    items = internal(lake, "eval_items").collect()
     per_run = {run: sorted((i.setting, i.question_id, i.kind or "", i.style or "", tuple(i.evidence_ids))
                            for i in items if i.run == run) for run in (0, 1)}
     assert per_run[0] and per_run[0] == per_run[1] and len(items) == 2 * len(per_run[0]) == report.items

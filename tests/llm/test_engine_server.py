@@ -184,11 +184,13 @@ def test_a_refused_prompt_fails_only_its_own_batch_of_a_shared_call(tmp_path):
 @pytest.mark.model
 def test_a_gpu_task_frees_its_gpu_of_an_idle_engine_before_another_model_loads(tmp_path, monkeypatch):
     """The NLI scorer of quality control loads beside no engine: an engine an earlier pass or
-    job task left on the task's GPU is stopped first; one on another GPU stays."""
+    job task of the same command left on the task's GPU is stopped first; one on another GPU
+    stays, and so does one another running command started."""
     from misbench.llm import engine_server
-    from misbench.llm.engine_server import free_task_gpus
+    from misbench.llm.engine_server import OWNER_VARIABLE, free_task_gpus
 
     llm = settings(tmp_path)
+    monkeypatch.setenv(OWNER_VARIABLE, f"{os.getpid()}-this")  # this command's engines
     try:
         cpu_engine = worker_backend(llm)  # not in a GPU task: llama.cpp on the CPU is left alone
         assert free_task_gpus(llm) is False and _alive(cpu_engine.pid)
@@ -197,6 +199,9 @@ def test_a_gpu_task_frees_its_gpu_of_an_idle_engine_before_another_model_loads(t
         monkeypatch.setattr(engine_server, "task_gpus", lambda: ["0"])
         this_gpu = worker_backend(llm)
         assert this_gpu.slot == "gpu0" and other_gpu.slot == "gpu1" and this_gpu.pid != other_gpu.pid
+        monkeypatch.setenv(OWNER_VARIABLE, f"{os.getpid()}-another")  # a command that is running
+        assert free_task_gpus(llm) is False and _alive(this_gpu.pid)
+        monkeypatch.setenv(OWNER_VARIABLE, f"{os.getpid()}-this")
         assert free_task_gpus(llm) is True
         assert not _alive(this_gpu.pid) and not (tmp_path / "gpu0.json").exists()
         assert _alive(other_gpu.pid) and (tmp_path / "gpu1.json").exists()

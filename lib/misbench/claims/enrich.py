@@ -11,10 +11,10 @@ on the next run.
 from __future__ import annotations
 
 import datetime as dt
-import time
 from typing import Iterator, Sequence
 
 import pyarrow as pa
+import tenacity
 
 ENRICHMENT_SCHEMA = (
     "id string, label string, description string, instance_of array<string>, "
@@ -48,11 +48,19 @@ SELECT ?item ?label ?description ?type WHERE {{
 }}"""
 
 
-def _retry_after(exc: Exception) -> float | None:
-    headers = getattr(exc, "headers", None) or getattr(getattr(exc, "response", None), "headers", None)
-    if headers and headers.get("Retry-After", "").isdigit():
-        return float(headers["Retry-After"])
-    return None
+class _RetryAfterOrDoubling(tenacity.wait.wait_base):
+    """The endpoint's Retry-After (seconds) when it sends one, else ``backoff_seconds``
+    doubled after each failure."""
+
+    def __init__(self, first: float):
+        self.doubling = tenacity.wait_exponential(multiplier=first, exp_base=2, min=first)
+
+    def __call__(self, state: tenacity.RetryCallState) -> float:
+        error = state.outcome.exception() if state.outcome else None
+        headers = getattr(error, "headers", None) or getattr(getattr(error, "response", None), "headers", None)
+        if headers and str(headers.get("Retry-After", "")).isdigit():
+            return float(headers["Retry-After"])
+        return self.doubling(state)
 
 
 def fetch_entities(ids: Sequence[str], settings: dict, language: str) -> list[dict]:
@@ -64,17 +72,13 @@ def fetch_entities(ids: Sequence[str], settings: dict, language: str) -> list[di
     client.setReturnFormat(JSON)
     client.setTimeout(int(settings["timeout_seconds"]))
     client.setQuery(entity_query(ids, language))
-    delay = float(settings["backoff_seconds"])
-    error = None
-    for attempt in range(int(settings["retries"]) + 1):
-        try:
-            bindings = client.queryAndConvert()["results"]["bindings"]
-            return _rows_from_bindings(ids, bindings)
-        except Exception as exc:  # noqa: BLE001 - HTTP, timeout and endpoint errors alike
-            error = f"{type(exc).__name__}: {str(exc)[:300]}"
-            if attempt < int(settings["retries"]):
-                time.sleep(_retry_after(exc) or delay)
-                delay *= 2
+    asking = tenacity.Retrying(stop=tenacity.stop_after_attempt(int(settings["retries"]) + 1),
+                               wait=_RetryAfterOrDoubling(float(settings["backoff_seconds"])), reraise=True)
+    try:
+        bindings = asking(client.queryAndConvert)["results"]["bindings"]
+        return _rows_from_bindings(ids, bindings)
+    except Exception as exc:  # noqa: BLE001 - HTTP, timeout and endpoint errors alike, after every retry
+        error = f"{type(exc).__name__}: {str(exc)[:300]}"
     now = dt.datetime.now(dt.timezone.utc)
     return [
         {"id": i, "label": None, "description": None, "instance_of": [], "found": None,

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from misbench.chunked import pending_rows, recover_chunk, run_chunks
+from misbench.chunked import pending_rows, recover_chunk, run_chunks, work_table
 from misbench.bench.stage import require_one_question_per_claim
 from misbench.claims.job import entity_labels
 from misbench.config import Config, ConfigError
@@ -170,8 +170,9 @@ class Evaluation:
         naming = SamplingParams(max_tokens=int(rtd["entity_max_tokens"]), **greedy)
         requests = stage.step_requests(entries, self.prompts["rtd_entity"], {"passage": "passage"}, "rtd_entity",
                                        self.model, naming.key())
-        self.lake.write(requests, "rtd_requests_entity")
-        requests = self.lake.read("rtd_requests_entity")
+        entity_table = work_table("rtd_requests_entity", self.model)
+        self.lake.write(requests, entity_table)
+        requests = self.lake.read(entity_table)
         generator.run("rtd key entity", requests, "rtd_steps", naming)
         named = self.lake.read("rtd_steps").join(requests.select("evidence_id"), "evidence_id", "left_semi") \
             .where(F.col("error").isNull()) \
@@ -193,8 +194,9 @@ class Evaluation:
         rebuild = stage.step_requests(sources, self.prompts["rtd_reconstruct"],
                                       {"entity": "entity", "description": "description", "words": "words"},
                                       "rtd_reconstruct", self.model, writing.key())
-        self.lake.write(rebuild, "rtd_requests_reconstruct")
-        rebuild = self.lake.read("rtd_requests_reconstruct")
+        rebuild_table = work_table("rtd_requests_reconstruct", self.model)
+        self.lake.write(rebuild, rebuild_table)
+        rebuild = self.lake.read(rebuild_table)
         generator.run("rtd reconstruction", rebuild, "rtd_steps", writing)
         references = self.lake.read("rtd_steps").join(rebuild.select("evidence_id"), "evidence_id", "left_semi") \
             .where(F.col("error").isNull()) \
@@ -239,25 +241,30 @@ class Evaluation:
 
 
 def answer_items(lake: Lake, options: dict, llm: dict, model: str, mode: str, items: DataFrame,
-                 produce) -> tuple[int, DataFrame]:
+                 produce, command: str = "evaluate") -> tuple[int, DataFrame]:
     """Run ``produce`` (a mapInPandas function: queued items in, eval_responses rows out) over
     the items that have no answer yet for this model and mode, committed chunk by chunk into
-    eval_responses; returns (rows answered now, the responses of ``items``)."""
+    eval_responses; returns (rows answered now, the responses of ``items``). The items, the
+    queue and the chunks are tables of this ``command``, model and mode alone
+    (``work_table``): evaluate and hoax-evaluate, or two models, may answer on one lake at
+    once."""
+    scope = f"{command} {model} {mode}"
+    items_table, queue_table = work_table("eval_items", scope), work_table("eval_queue", scope)
     keyed = items.withColumn("response_id", stage.response_key(model, mode))
-    lake.write(keyed, "eval_items")
-    keyed = lake.read("eval_items")
-    recover_chunk(lake, "eval_responses", "response_id")
+    lake.write(keyed, items_table)
+    keyed = lake.read(items_table)
+    recover_chunk(lake, "eval_responses", "response_id", scope)
     done = lake.read("eval_responses").select("response_id", "error", "attempts") \
         if lake.exists("eval_responses") else None
-    lake.write(pending_rows(keyed, done, "response_id", int(options["max_attempts"])), "eval_queue")
-    queue = lake.read("eval_queue")
-    total = lake.row_count("eval_queue")
+    lake.write(pending_rows(keyed, done, "response_id", int(options["max_attempts"])), queue_table)
+    queue = lake.read(queue_table)
+    total = lake.row_count(queue_table)
     if total:
         for _ in run_chunks(lake, queue, total, produce, stage.RESPONSE_SCHEMA, "eval_responses",
                             "response_id", int(options["commit_rows"]), int(options["tasks"]),
-                            float(options["gpus_per_task"] or 0), label=f"evaluate {model}",
+                            float(options["gpus_per_task"] or 0), label=f"{command} {model}",
                             engine=engine_name(llm), unit="answers",
-                            progress_every_s=float(options["progress_seconds"])):
+                            progress_every_s=float(options["progress_seconds"]), scope=scope):
             pass  # each chunk is committed inside; finishing the loop means the queue is done
     # the run an answer belongs to lives on its item (eval_responses has no run column)
     runs = ["run"] if "run" in keyed.columns else []

@@ -19,7 +19,7 @@ from typing import Callable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from misbench.chunked import recover_chunk, run_chunks
+from misbench.chunked import recover_chunk, run_chunks, work_table
 from misbench.config import Config, ConfigError
 from misbench.generate import stage
 from misbench.lake import Lake
@@ -64,12 +64,14 @@ class Generator:
         """Generate what ``requests`` still lacks into ``target``; returns the rows to do.
         ``min_words``: a shorter reply is a failure (default generate.min_words)."""
         settings = self.settings
-        recover_chunk(self.lake, target, "evidence_id")
+        # this pass's own work tables: evaluate's RtD steps for two models may run at once
+        scope = f"{name} {model_identity(self.llm)}"
+        queue_table = work_table(f"generation_queue_{target}", scope)
+        recover_chunk(self.lake, target, "evidence_id", scope)
         done = self.lake.read(target).select("evidence_id", "error", "attempts") if self.lake.exists(target) else None
-        self.lake.write(stage.pending_requests(requests, done, int(settings["max_attempts"])),
-                        f"generation_queue_{target}")
-        queue = self.lake.read(f"generation_queue_{target}")
-        total = self.lake.row_count(f"generation_queue_{target}")
+        self.lake.write(stage.pending_requests(requests, done, int(settings["max_attempts"])), queue_table)
+        queue = self.lake.read(queue_table)
+        total = self.lake.row_count(queue_table)
         if total == 0:
             log.info("generate %s: nothing to do", name)
             return 0
@@ -85,7 +87,8 @@ class Generator:
                                   "evidence_id", int(settings["commit_rows"]), int(settings["tasks"]),
                                   float(settings["gpus_per_task"] or 0), label=f"generate {name}",
                                   engine=engine_name(self.llm), units_column="tokens_out", unit="tokens",
-                                  progress_every_s=float(settings["progress_seconds"]), totals=sums):
+                                  progress_every_s=float(settings["progress_seconds"]), totals=sums,
+                                  scope=scope):
             for key in totals:
                 totals[key] += summary[key] or 0
         self.generated += totals["rows"]

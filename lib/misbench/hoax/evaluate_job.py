@@ -24,6 +24,7 @@ from misbench.lake import Lake
 from misbench.llm import answer_words, model_identity
 from misbench.prompts import load_prompt
 
+COMMAND = "hoax-evaluate"  # names its work tables apart from evaluate's (answer_items)
 PROMPTS = {"choice": "hoax_choice", "justification": "hoax_justify", "json": "hoax_json"}
 HEADLINE = (("choice", "accuracy"), ("justification", "accuracy"), ("json", "accuracy"))
 
@@ -137,7 +138,8 @@ def run_hoax_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list
             tracking.log_tables_as_inputs(lake, ["hoax_questions"])
             produce = eval_stage.answer_batches(llm, mode, dict(options["generate_sampling"]), run_id, fallback)
             answered, choice = answer_items(lake, options, llm, model, mode,
-                                            answers.choice_items(questions, prompts["choice"]), produce)
+                                            answers.choice_items(questions, prompts["choice"]), produce,
+                                            command=COMMAND)
             choice = choice.cache()
             every = [choice]  # the responses of each task, for the per-item artifact
             cached = [choice]
@@ -147,7 +149,8 @@ def run_hoax_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list
                                                 run_id, schema)
                 count, justifications = answer_items(
                     lake, options, llm, model, "generate",
-                    answers.justification_items(questions, choice, prompts["justification"]), produce)
+                    answers.justification_items(questions, choice, prompts["justification"]), produce,
+                    command=COMMAND)
                 answered += count
                 justifications = justifications.cache()
                 cached.append(justifications)
@@ -156,7 +159,8 @@ def run_hoax_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list
                 produce = eval_stage.answer_batches(judge_llm, judge_mode, _greedy(4, seed), run_id, judge_fallback)
                 count, judged = answer_items(lake, options, judge_llm, judge_model, judge_mode,
                                              answers.judge_items(questions, justifications, prompts["judge"],
-                                                                 answer_words(judge_llm)), produce)
+                                                                 answer_words(judge_llm)), produce,
+                                             command=COMMAND)
                 answered += count
                 pairs = justifications.where(F.col("raw_answer").isNotNull()).join(
                     questions.select("question_id", "explanation"), "question_id").select(
@@ -173,7 +177,8 @@ def run_hoax_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list
             if "json" in tasks:
                 produce = answers.reply_batches(llm, _greedy(int(settings["json_max_tokens"]), seed), run_id, schema)
                 count, json_answers = answer_items(lake, options, llm, model, "generate",
-                                                   answers.json_items(questions, prompts["json"]), produce)
+                                                   answers.json_items(questions, prompts["json"]), produce,
+                                                   command=COMMAND)
                 answered += count
                 json_answers = answers.with_json_verdict(json_answers, questions, schema).cache()
                 cached.append(json_answers)

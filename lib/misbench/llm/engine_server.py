@@ -285,7 +285,9 @@ def free_task_gpus(settings: dict) -> bool:
     holds most of the GPU's memory (``llm.vllm.gpu_memory_utilization``) until its idle
     timeout, and the scorer would not fit beside it. Outside a GPU task (``gpus_per_task``
     0 on a GPU machine) the machine's one engine is stopped if it is vLLM, which takes the
-    GPUs it sees. Returns whether one was stopped."""
+    GPUs it sees. An engine another running command started (two commands sharing a machine)
+    is never stopped under it: the warning says the model loads beside it. Returns whether one
+    was stopped."""
     folder = registry_dir(settings)
     slot = task_slot()
     with slot_lock(folder, slot):  # not while another task of the slot starts one
@@ -295,6 +297,12 @@ def free_task_gpus(settings: dict) -> bool:
             return False
         if slot == "cpu" and info.get("backend") != "vllm":
             return False  # llama.cpp on the CPU: no GPU memory to free
+        owner = info.get("owner")
+        if owner and owner != os.environ.get(OWNER_VARIABLE) and not _orphan(owner):
+            log.warning("the %s engine on %s (pid %s) belongs to another running command (owner %s): left "
+                        "running; the model about to load there shares the GPU with it",
+                        info.get("backend"), slot, info["pid"], owner)
+            return False
         log.info("stopping the %s engine on %s (pid %s) to free the GPU", info.get("backend"), slot, info["pid"])
         stop_engine(info_path)
         return True
