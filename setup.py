@@ -43,6 +43,8 @@ setup(
         "matplotlib>=3.7",  # the evaluation figures
         "jsonschema>=4.18",  # the settings checked against base.yaml; hoax-evaluate's JSON answers
         "tenacity>=8.2",  # commits redone after another command's commit to the same table
+        "psutil>=5.9",  # whether the command that left an MLflow run RUNNING still runs
+        "filelock>=3.12",  # one command at a time creates a new local MLflow store
     ],
     extras_require={
         "local": LOCAL,

@@ -96,13 +96,31 @@ def check_lake_contract(any_lake):
     listed = {t.name: t for t in any_lake.tables()}
     assert listed["t"].rows == 1 and listed["t"].version == 4
 
+    # replace_where: the matching rows alone are replaced, in one commit; what others wrote stays
+    any_lake.write(spark.createDataFrame([(1, "a", "x"), (2, "it's", "y"), (3, "c", "x")], SCHEMA), "m")
+    any_lake.replace_where(spark.createDataFrame([(9, "i", "x")], SCHEMA), "m", {"p": "x"}, "k < 100")
+    assert rows(any_lake, "m") == [(2, "it's", "y"), (9, "i", "x")]
+    any_lake.replace_where(spark.createDataFrame([(8, "it's", "y")], SCHEMA), "m", {"v": "it's"})
+    assert rows(any_lake, "m") == [(8, "it's", "y"), (9, "i", "x")]
+    with pytest.raises(ValueError, match="rows outside"):  # rows outside the predicate are refused, not written
+        any_lake.replace_where(spark.createDataFrame([(7, "k", "z")], SCHEMA), "m", {"p": "x"})
+    assert rows(any_lake, "m") == [(8, "it's", "y"), (9, "i", "x")]
+    # a table another command created first: creating gives way, upsert merges into it
+    assert any_lake._create(spark.createDataFrame([(1, "z", "q")], SCHEMA), "m") is False
+    assert rows(any_lake, "m") == [(8, "it's", "y"), (9, "i", "x")]
+    any_lake.upsert(spark.createDataFrame([(1, "n", "q")], SCHEMA), "new", ["k"])
+    any_lake.upsert(spark.createDataFrame([(1, "N", "q"), (2, "o", "q")], SCHEMA), "new", ["k"])
+    assert rows(any_lake, "new") == [(1, "N", "q"), (2, "o", "q")]
+    any_lake.replace_where(spark.createDataFrame([(3, "p", "q")], SCHEMA), "created", {"p": "q"})
+    assert rows(any_lake, "created") == [(3, "p", "q")]
+
     # Internal tables (queues, staging) live apart and are listed only when asked for.
     any_lake.write(spark.createDataFrame(ROWS, SCHEMA), "eval_queue")
     assert any_lake.location("eval_queue").endswith("/_internal/eval_queue")
     assert rows(any_lake, "eval_queue") == ROWS
     assert "eval_queue" not in any_lake.discovered_tables()
     assert any_lake.discovered_tables(internal=True) == ["eval_queue"]
-    assert {t.name for t in any_lake.tables(include_internal=True)} == {"t", "eval_queue"}
+    assert {t.name for t in any_lake.tables(include_internal=True)} == {"t", "m", "new", "created", "eval_queue"}
 
     # Analyst views: stored with the lake, registered wherever SQL runs over it.
     any_lake.register_views_of_tables()

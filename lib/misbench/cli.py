@@ -7,7 +7,9 @@ import datetime as dt
 import decimal
 import json
 import logging
+import signal
 import sys
+import threading
 from typing import Sequence
 
 from misbench import logs
@@ -161,10 +163,11 @@ def _open(args):
         import shutil
         import tempfile
 
-        from misbench.llm.engine_server import claim_engines, stop_engines
+        from misbench.llm.engine_server import PRIVATE_REGISTRY_VARIABLE, claim_engines, stop_engines
 
         if not cfg.get("llm.engine_server.dir") and not os.environ.get("MISBENCH_ENGINE_DIR"):
             registry = os.environ["MISBENCH_ENGINE_DIR"] = tempfile.mkdtemp(prefix="misbench-engines-")
+            os.environ[PRIVATE_REGISTRY_VARIABLE] = "1"
             atexit.register(shutil.rmtree, registry, True)  # after the engines stopped (LIFO)
         atexit.register(stop_engines, cfg.get("llm"), claim_engines())
     spark = get_spark(cfg)
@@ -353,8 +356,16 @@ COMMANDS = {
 }
 
 
+def _stop_on_sigterm(signum, frame) -> None:
+    # A scheduler's stop (SIGTERM) ends the command as an error does: the exit handlers
+    # stop its LLM engines and Spark, which a bare SIGTERM would leave running.
+    raise SystemExit(128 + signal.SIGTERM)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     logs.setup_terminal()
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _stop_on_sigterm)
     args = build_parser().parse_args(argv)
     from pyspark.errors import AnalysisException
 

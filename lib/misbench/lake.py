@@ -29,6 +29,7 @@ from typing import Iterator, Mapping, Sequence
 import pyarrow as pa
 import tenacity
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
@@ -59,7 +60,8 @@ _warned_roots: set[str] = set()
 # delta-rs's "table already exists" when two writers create one table at once.
 _CONFLICT_NAMES = ("CommitFailedError", "ConcurrentAppendException", "ConcurrentDeleteReadException",
                    "ConcurrentDeleteDeleteException", "ConcurrentTransactionException",
-                   "MetadataChangedException", "ProtocolChangedException", "DELTA_CONCURRENT_",
+                   "ConcurrentWriteException", "MetadataChangedException", "ProtocolChangedException",
+                   "DELTA_CONCURRENT_",
                    "A Delta Lake table already exists at that location")
 WRITE_ATTEMPTS = 6
 
@@ -151,9 +153,46 @@ class Lake(ABC):
         writing in the same Python pass, sparing a round trip of every row through the JVM."""
         self.write(source.mapInArrow(produce, schema), name, mode=mode, partition_by=partition_by)
 
-    @abstractmethod
     def upsert(self, df: DataFrame, name: str, keys: Sequence[str]) -> None:
-        """Insert rows of ``df`` whose key is new, replace rows whose key exists."""
+        """Insert rows of ``df`` whose key is new, replace rows whose key exists. A table that
+        does not exist yet is created; one another command created meanwhile is merged into."""
+        if not keys:
+            raise ValueError("upsert needs at least one key column")
+        if not self.exists(name) and self._create(df, name):
+            return
+        self._merge(df, name, keys)
+
+    def replace_where(self, df: DataFrame, name: str, equal: Mapping[str, str], condition: str = "TRUE") -> None:
+        """Replace the rows whose columns hold the values of ``equal`` and that meet
+        ``condition`` (SQL read alike by Spark and delta-rs, e.g. ``substr(setting, 1, 5) =
+        'hoax_'``) by ``df``'s rows (which must match too), in one commit: what other commands
+        wrote outside it stays, even when they commit at the same time."""
+        inside = F.expr(condition)
+        for column, value in equal.items():
+            inside = inside & (F.col(column) == F.lit(value))
+        if df.where(~inside).limit(1).count():  # checked here: not every engine refuses them
+            raise ValueError(f"replace_where into '{name}': rows outside {dict(equal)} and {condition}")
+        if not self.exists(name) and self._create(df, name):
+            return
+        quoted = self._quoted
+        self._replace_where(df, name, " AND ".join(
+            [f"`{column}` = {quoted(value)}" for column, value in equal.items()] + [f"({condition})"]))
+
+    @staticmethod
+    def _quoted(value: str) -> str:
+        """A SQL string literal (delta-rs's SQL: a quote doubled)."""
+        return "'" + str(value).replace("'", "''") + "'"
+
+    @abstractmethod
+    def _create(self, df: DataFrame, name: str) -> bool:
+        """Create table ``name`` holding ``df``; False where it exists (another command
+        created it first), and nothing is written."""
+
+    @abstractmethod
+    def _merge(self, df: DataFrame, name: str, keys: Sequence[str]) -> None: ...
+
+    @abstractmethod
+    def _replace_where(self, df: DataFrame, name: str, predicate: str) -> None: ...
 
     @abstractmethod
     def compact(self, name: str) -> None:
@@ -411,8 +450,11 @@ class DeltaRsLake(Lake):
     def write_batches(self, source, produce, schema, name, mode="overwrite", partition_by=()):
         self._write_files(source, produce, schema, name, mode, partition_by, None)
 
+    def _create(self, df, name):
+        return self._write_files(df, None, df.schema, name, "overwrite", (), None, create_only=True)
+
     def _write_files(self, source, produce, spark_schema, name, mode, partition_by,
-                     replace_partitions):
+                     replace_partitions, create_only=False) -> bool:
         from deltalake import DeltaTable, Schema
 
         self._check(name, mode, partition_by, replace_partitions)
@@ -434,12 +476,14 @@ class DeltaRsLake(Lake):
             def task(batches):
                 return write_files(produce(batches))
         rows = source.mapInArrow(task, ADD_ACTION_SCHEMA).collect()
-        self._commit_files(name, rows, delta_schema, mode, partition_by, replace_partitions)
+        return self._commit_files(name, rows, delta_schema, mode, partition_by, replace_partitions, create_only)
 
     @retry_write_conflicts
-    def _commit_files(self, name, rows, delta_schema, mode, partition_by, replace_partitions):
+    def _commit_files(self, name, rows, delta_schema, mode, partition_by, replace_partitions,
+                      create_only=False) -> bool:
         """One Delta transaction adding the written files; redone from a fresh read of the
-        table when another writer committed first."""
+        table when another writer committed first. ``create_only``: only as a new table
+        (False, nothing committed, where another writer created it first)."""
         from deltalake import DeltaTable
         from deltalake.transaction import AddAction, create_table_with_add_actions
 
@@ -456,10 +500,14 @@ class DeltaRsLake(Lake):
             for row in rows
         ]
         if not self.exists(name):
+            # two writers creating one table: the second's "already exists" is retried, and
+            # then appends (or, create_only, gives way)
             create_table_with_add_actions(
                 uri, delta_schema, actions, mode="error", partition_by=partition_by or None
             )
-            return
+            return True
+        if create_only:
+            return False
         table = DeltaTable(uri)
         same_layout = (
             pa.schema(table.schema().to_arrow()).equals(pa.schema(delta_schema.to_arrow()))
@@ -470,7 +518,7 @@ class DeltaRsLake(Lake):
             create_table_with_add_actions(
                 uri, delta_schema, actions, mode="overwrite", partition_by=partition_by or None
             )
-            return
+            return True
         if not same_layout:
             raise ValueError(
                 f"cannot {mode} into '{name}': its schema or partitioning differs from the data"
@@ -481,6 +529,7 @@ class DeltaRsLake(Lake):
         table.create_write_transaction(
             actions, mode, delta_schema, partition_by=partition_by or None, partition_filters=filters
         )
+        return True
 
     def compact(self, name):
         # delta-rs bins files under its target size (100 MB) and rewrites each bin as one file
@@ -488,17 +537,12 @@ class DeltaRsLake(Lake):
         # again with the next pass's files: a target costs at most ~100 MB of rewrite per pass.
         self._table(name).optimize.compact()
 
-    def upsert(self, df, name, keys):
-        if not keys:
-            raise ValueError("upsert needs at least one key column")
-        if not self.exists(name):
-            self.write(df, name, mode="overwrite")
-            return
+    def _merge(self, df, name, keys):
         predicate = " AND ".join(f"target.`{key}` = source.`{key}`" for key in keys)
-        self._merge(name, df.toArrow(), predicate)
+        self._merge_arrow(name, df.toArrow(), predicate)
 
     @retry_write_conflicts
-    def _merge(self, name: str, source: pa.Table, predicate: str) -> None:
+    def _merge_arrow(self, name: str, source: pa.Table, predicate: str) -> None:
         (
             self._table(name)
             .merge(source, predicate, source_alias="source", target_alias="target")
@@ -506,6 +550,17 @@ class DeltaRsLake(Lake):
             .when_not_matched_insert_all()
             .execute()
         )
+
+    def _replace_where(self, df, name, predicate):
+        self._replace_arrow(name, df.toArrow(), predicate)
+
+    @retry_write_conflicts
+    def _replace_arrow(self, name: str, rows: pa.Table, predicate: str) -> None:
+        from deltalake import write_deltalake
+
+        table = self._table(name)
+        schema = pa.schema(table.schema().to_arrow())
+        write_deltalake(table, rows.select(schema.names).cast(schema), mode="overwrite", predicate=predicate)
 
 
 def _arrow_schema(spark_schema) -> pa.Schema:
@@ -819,11 +874,19 @@ class SparkDeltaLake(Lake):
             writer = writer.partitionBy(*partition_by)
         if replace_partitions:
             condition = " AND ".join(
-                f"`{column}` = '{_sql_string(value)}'" for column, value in replace_partitions.items()
+                f"`{column}` = '{sql_string(value)}'" for column, value in replace_partitions.items()
             )
             writer = writer.option("replaceWhere", condition)
         elif mode == "overwrite":
             writer = writer.option("overwriteSchema", "true")
+        self._save(writer, name)
+
+    def compact(self, name):
+        # Delta's OPTIMIZE (Databricks, delta-spark), run by the cluster. Unity Catalog's
+        # predictive optimisation may do it too; a second OPTIMIZE finds little to do.
+        self.spark.sql(f"OPTIMIZE {self._sql_target(name)}")
+
+    def _save(self, writer, name: str) -> None:
         if self.by_name:
             if is_internal(name) and not self._internal_schema_ready:
                 self.spark.sql(f"CREATE SCHEMA IF NOT EXISTS {self.internal_namespace}")
@@ -832,17 +895,28 @@ class SparkDeltaLake(Lake):
         else:
             writer.save(self.location(name))
 
-    def compact(self, name):
-        # Delta's OPTIMIZE (Databricks, delta-spark), run by the cluster. Unity Catalog's
-        # predictive optimisation may do it too; a second OPTIMIZE finds little to do.
-        self.spark.sql(f"OPTIMIZE {self._sql_target(name)}")
+    def _create(self, df, name):
+        try:
+            self._save(df.write.format("delta").mode("error"), name)
+        except Exception as error:  # noqa: BLE001 - the engines word it differently
+            text = str(error)
+            # delta-spark: DELTA_PATH_EXISTS, or a conflict where both created it at once;
+            # pysail and catalogs: "already exists"
+            if (is_write_conflict(error) or "already exist" in text.lower() or "DELTA_PATH_EXISTS" in text) \
+                    and self.exists(name):
+                return False
+            raise
+        return True
 
-    def upsert(self, df, name, keys):
-        if not keys:
-            raise ValueError("upsert needs at least one key column")
-        if not self.exists(name):
-            self.write(df, name, mode="overwrite")
-            return
+    @staticmethod
+    def _quoted(value: str) -> str:
+        return f"'{sql_string(value)}'"  # Spark SQL: backslash escapes
+
+    @retry_write_conflicts
+    def _replace_where(self, df, name, predicate):
+        self._save(df.write.format("delta").mode("overwrite").option("replaceWhere", predicate), name)
+
+    def _merge(self, df, name, keys):
         view = f"misbench_upsert_{uuid.uuid4().hex[:12]}"
         df.createOrReplaceTempView(view)
         condition = " AND ".join(f"target.`{key}` = source.`{key}`" for key in keys)
@@ -959,5 +1033,5 @@ def _now():
     return dt.datetime.now(dt.timezone.utc)
 
 
-def _sql_string(value) -> str:
+def sql_string(value) -> str:
     return str(value).replace("\\", "\\\\").replace("'", "\\'")

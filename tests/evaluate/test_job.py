@@ -4,6 +4,7 @@ resumption and a kill -9. The shared evaluation runs the real small model (Qwen2
 on llama.cpp: the log-prob answer path); the tests of parsing, kills and several models run the
 fake backend."""
 import json
+import os
 import subprocess
 import sys
 
@@ -217,8 +218,11 @@ def test_two_evaluations_on_one_lake_at_once_both_finish_with_one_answer_per_ite
         return args
 
     models = ("first-model", "second-model")
+    # as a user runs them: each command with its own engine registry (the tests' shared one
+    # would hold one engine per slot for both)
+    env = {k: v for k, v in os.environ.items() if k != "MISBENCH_ENGINE_DIR"}
     jobs = [subprocess.Popen(command(model), cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             text=True) for model in models]
+                             text=True, env=env) for model in models]
     outputs = [job.communicate(timeout=900)[0] for job in jobs]
     for job, output in zip(jobs, outputs):
         assert job.returncode == 0, output[-3000:]

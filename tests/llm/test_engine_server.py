@@ -201,6 +201,9 @@ def test_a_gpu_task_frees_its_gpu_of_an_idle_engine_before_another_model_loads(t
         assert this_gpu.slot == "gpu0" and other_gpu.slot == "gpu1" and this_gpu.pid != other_gpu.pid
         monkeypatch.setenv(OWNER_VARIABLE, f"{os.getpid()}-another")  # a command that is running
         assert free_task_gpus(llm) is False and _alive(this_gpu.pid)
+        with pytest.raises(RuntimeError, match="another running misbench command"):  # nor for another model
+            worker_backend(settings(tmp_path, "llm.llama_cpp.n_ctx=512"))
+        assert _alive(this_gpu.pid) and worker_backend(llm).pid == this_gpu.pid  # the same model: shared
         monkeypatch.setenv(OWNER_VARIABLE, f"{os.getpid()}-this")
         assert free_task_gpus(llm) is True
         assert not _alive(this_gpu.pid) and not (tmp_path / "gpu0.json").exists()
@@ -209,4 +212,31 @@ def test_a_gpu_task_frees_its_gpu_of_an_idle_engine_before_another_model_loads(t
         # the next LLM call on that GPU starts a new engine
         assert this_gpu.generate([ask("Say yes.")], SHORT)[0].error is None and _alive(this_gpu.pid)
     finally:
+        stop_engines(llm)
+
+
+@pytest.mark.model
+def test_an_engine_ends_when_the_command_that_started_it_has_died(tmp_path, monkeypatch):
+    """A command killed before it could stop its engines (SIGKILL) leaves no engine of its own
+    registry running on: the engine sees its owner gone and exits, unregistered."""
+    import subprocess
+    import sys
+
+    from misbench.llm.engine_server import OWNER_VARIABLE, PRIVATE_REGISTRY_VARIABLE
+
+    command = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    monkeypatch.setenv(OWNER_VARIABLE, f"{command.pid}-killed")
+    monkeypatch.setenv(PRIVATE_REGISTRY_VARIABLE, "1")  # the command's own registry, as the CLI makes
+    llm = settings(tmp_path)
+    try:
+        engine = worker_backend(llm)
+        assert engine.generate([ask("Say yes.")], SHORT)[0].error is None  # serving while its command runs
+        command.kill()
+        command.wait()
+        deadline = time.time() + 60
+        while _alive(engine.pid) and time.time() < deadline:
+            time.sleep(0.5)
+        assert not _alive(engine.pid) and not (tmp_path / "cpu.json").exists()
+    finally:
+        command.kill()
         stop_engines(llm)

@@ -94,6 +94,8 @@ class Evaluation:
         self.llm = cfg.get("llm")
         self.model = model_identity(self.llm)
         self.mode, self.fallback = answer_mode(cfg)
+        # names this evaluation's work tables apart from another running at once
+        self.work_scope = f"evaluate {self.model} {self.mode} {self.source}"
         # by setting (the prompt each setting renders), and RtD's step prompts by name
         self.rtd_coverage: dict | None = None  # passages, named, described, reconstructed
         runs = self.options.get("runs")
@@ -165,12 +167,12 @@ class Evaluation:
         description, whether it is the claim's subject)."""
         rtd = self.options["rtd"]
         step_cfg = self.cfg.with_overrides(["generate.min_words=1", f"generate.commit_rows={self.options['commit_rows']}"])
-        generator = Generator(self.spark, self.lake, step_cfg)
+        generator = Generator(self.spark, self.lake, step_cfg, scope=self.work_scope)
         greedy = dict(temperature=0.0, top_p=1.0, seed=self.seed, min_tokens=0)
         naming = SamplingParams(max_tokens=int(rtd["entity_max_tokens"]), **greedy)
         requests = stage.step_requests(entries, self.prompts["rtd_entity"], {"passage": "passage"}, "rtd_entity",
                                        self.model, naming.key())
-        entity_table = work_table("rtd_requests_entity", self.model)
+        entity_table = work_table("rtd_requests_entity", self.work_scope)
         self.lake.write(requests, entity_table)
         requests = self.lake.read(entity_table)
         generator.run("rtd key entity", requests, "rtd_steps", naming)
@@ -194,7 +196,7 @@ class Evaluation:
         rebuild = stage.step_requests(sources, self.prompts["rtd_reconstruct"],
                                       {"entity": "entity", "description": "description", "words": "words"},
                                       "rtd_reconstruct", self.model, writing.key())
-        rebuild_table = work_table("rtd_requests_reconstruct", self.model)
+        rebuild_table = work_table("rtd_requests_reconstruct", self.work_scope)
         self.lake.write(rebuild, rebuild_table)
         rebuild = self.lake.read(rebuild_table)
         generator.run("rtd reconstruction", rebuild, "rtd_steps", writing)
@@ -237,18 +239,19 @@ class Evaluation:
         """Answer what is not answered yet; returns (rows answered now, this call's responses)."""
         produce = stage.answer_batches(self.llm, self.mode, dict(self.options["generate_sampling"]), run_id,
                                        self.fallback)
-        return answer_items(self.lake, self.options, self.llm, self.model, self.mode, items, produce)
+        return answer_items(self.lake, self.options, self.llm, self.model, self.mode, items, produce,
+                            source=self.source)
 
 
 def answer_items(lake: Lake, options: dict, llm: dict, model: str, mode: str, items: DataFrame,
-                 produce, command: str = "evaluate") -> tuple[int, DataFrame]:
+                 produce, command: str = "evaluate", source: str = "") -> tuple[int, DataFrame]:
     """Run ``produce`` (a mapInPandas function: queued items in, eval_responses rows out) over
     the items that have no answer yet for this model and mode, committed chunk by chunk into
     eval_responses; returns (rows answered now, the responses of ``items``). The items, the
-    queue and the chunks are tables of this ``command``, model and mode alone
+    queue and the chunks are tables of this ``command``, model, mode and ``source`` alone
     (``work_table``): evaluate and hoax-evaluate, or two models, may answer on one lake at
     once."""
-    scope = f"{command} {model} {mode}"
+    scope = f"{command} {model} {mode} {source}".strip()
     items_table, queue_table = work_table("eval_items", scope), work_table("eval_queue", scope)
     keyed = items.withColumn("response_id", stage.response_key(model, mode))
     lake.write(keyed, items_table)
@@ -306,15 +309,20 @@ def replace_metrics(lake: Lake, rows: DataFrame, model: str, mode: str | None, s
     """This evaluation's rows replace every earlier row of the same model, answer mode (any
     mode when None) and source, MisBench's or MultiHoax's (``hoax_*`` settings) alone: a
     breakdown an earlier run had and this one lacks must not linger. Earlier evaluations
-    stay in MLflow."""
-    if lake.exists("eval_metrics"):
-        same = (F.col("model") == model) & (F.col("source") == source) \
-            & (F.col("setting").startswith("hoax_") == F.lit(hoax))
-        if mode is not None:
-            same = same & (F.col("answer_mode") == mode)
+    stay in MLflow. One commit that replaces these rows alone: another model's evaluation
+    finishing at the same time keeps its own."""
+    equal = {"model": model, "source": source, **({} if mode is None else {"answer_mode": mode})}
+    hoax_setting = "substr(setting, 1, 5) = 'hoax_'"
+    condition = hoax_setting if hoax else f"NOT ({hoax_setting})"
+    if lake.exists("eval_metrics") and lake.read("eval_metrics").columns != rows.columns:
+        # a table of an older misbench (other columns): rewritten whole, in the new columns
+        same = F.col("setting").startswith("hoax_") == F.lit(hoax)
+        for column, value in equal.items():
+            same = same & (F.col(column) == value)
         earlier = lake.read("eval_metrics").where(~same)
-        rows = earlier.unionByName(rows, allowMissingColumns=True)
-    lake.write(rows, "eval_metrics")  # Delta keeps the files read until the commit
+        lake.write(earlier.unionByName(rows, allowMissingColumns=True).select(*rows.columns), "eval_metrics")
+        return
+    lake.replace_where(rows, "eval_metrics", equal, condition)
 
 
 def run_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list[str] | None = None,
@@ -342,7 +350,7 @@ def run_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list[str]
         questions = evaluation.questions()
         texts = lake.read("bench_texts").where(F.col("source") == source)
         evaluation_id = uuid.uuid4().hex[:12]
-        with mlflow.start_run(run_name=f"evaluate {evaluation.model}") as parent:
+        with mlflow.start_run(run_name=f"evaluate {evaluation.model}", tags=tracking.owner_tags()) as parent:
             mlflow.set_tags({"misbench.evaluation_id": evaluation_id, "misbench.source": source})
             mlflow.log_params({
                 "model": evaluation.model, "backend": evaluation.llm["backend"], "answer_mode": evaluation.mode,

@@ -51,8 +51,11 @@ class GenerateReport:
 class Generator:
     """Runs request sets through the configured LLM, chunk by chunk, into lake tables."""
 
-    def __init__(self, spark: SparkSession, lake: Lake, cfg: Config):
+    def __init__(self, spark: SparkSession, lake: Lake, cfg: Config, scope: str = ""):
+        """``scope``: what names this generator's work tables apart from those of other
+        commands running at once (evaluate's: its model, answer mode and source)."""
         self.spark, self.lake = spark, lake
+        self.scope = scope
         self.llm = cfg.get("llm")
         self.settings = cfg.get("generate")
         self.run_id = uuid.uuid4().hex[:12]
@@ -65,7 +68,7 @@ class Generator:
         ``min_words``: a shorter reply is a failure (default generate.min_words)."""
         settings = self.settings
         # this pass's own work tables: evaluate's RtD steps for two models may run at once
-        scope = f"{name} {model_identity(self.llm)}"
+        scope = f"{self.scope} {name} {model_identity(self.llm)}".strip()
         queue_table = work_table(f"generation_queue_{target}", scope)
         recover_chunk(self.lake, target, "evidence_id", scope)
         done = self.lake.read(target).select("evidence_id", "error", "attempts") if self.lake.exists(target) else None

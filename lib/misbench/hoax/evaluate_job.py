@@ -124,7 +124,7 @@ def run_hoax_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list
         judge_llm = deep_merge(llm, settings["judge"].get("llm") or {})
         judge_model = model_identity(judge_llm)
         evaluation_id = uuid.uuid4().hex[:12]
-        with mlflow.start_run(run_name=f"hoax-evaluate {model}") as parent:
+        with mlflow.start_run(run_name=f"hoax-evaluate {model}", tags=tracking.owner_tags()) as parent:
             run_id = parent.info.run_id
             mlflow.set_tags({"misbench.evaluation_id": evaluation_id, "misbench.source": source,
                              "misbench.benchmark": "multihoax"})
@@ -139,7 +139,7 @@ def run_hoax_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list
             produce = eval_stage.answer_batches(llm, mode, dict(options["generate_sampling"]), run_id, fallback)
             answered, choice = answer_items(lake, options, llm, model, mode,
                                             answers.choice_items(questions, prompts["choice"]), produce,
-                                            command=COMMAND)
+                                            command=COMMAND, source=source)
             choice = choice.cache()
             every = [choice]  # the responses of each task, for the per-item artifact
             cached = [choice]
@@ -150,7 +150,7 @@ def run_hoax_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list
                 count, justifications = answer_items(
                     lake, options, llm, model, "generate",
                     answers.justification_items(questions, choice, prompts["justification"]), produce,
-                    command=COMMAND)
+                    command=COMMAND, source=source)
                 answered += count
                 justifications = justifications.cache()
                 cached.append(justifications)
@@ -160,7 +160,7 @@ def run_hoax_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list
                 count, judged = answer_items(lake, options, judge_llm, judge_model, judge_mode,
                                              answers.judge_items(questions, justifications, prompts["judge"],
                                                                  answer_words(judge_llm)), produce,
-                                             command=COMMAND)
+                                             command=f"{COMMAND} judging {model}", source=source)
                 answered += count
                 pairs = justifications.where(F.col("raw_answer").isNotNull()).join(
                     questions.select("question_id", "explanation"), "question_id").select(
@@ -178,7 +178,7 @@ def run_hoax_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list
                 produce = answers.reply_batches(llm, _greedy(int(settings["json_max_tokens"]), seed), run_id, schema)
                 count, json_answers = answer_items(lake, options, llm, model, "generate",
                                                    answers.json_items(questions, prompts["json"]), produce,
-                                                   command=COMMAND)
+                                                   command=COMMAND, source=source)
                 answered += count
                 json_answers = answers.with_json_verdict(json_answers, questions, schema).cache()
                 cached.append(json_answers)

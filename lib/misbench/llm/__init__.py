@@ -114,6 +114,8 @@ def model_identity(llm: dict) -> str:
     """The model name a backend will report, known on the driver without loading it."""
     backend = llm["backend"]
     model = str(llm[backend]["model"])
+    if backend == "vllm" and llm[backend].get("served_name"):
+        return str(llm[backend]["served_name"])  # what the vLLM backend reports
     if backend == "llama_cpp" and model.endswith(".gguf"):
         return model.rsplit("/", 1)[-1][: -len(".gguf")]
     return model

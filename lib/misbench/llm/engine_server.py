@@ -41,6 +41,8 @@ from misbench.workers import settings_key
 log = logging.getLogger(__name__)
 # Set by a command that starts engines; its tasks' engines record it as their owner.
 OWNER_VARIABLE = "MISBENCH_ENGINE_OWNER"
+# Set where the registry is the command's own (the CLI's private folder in local mode).
+PRIVATE_REGISTRY_VARIABLE = "MISBENCH_ENGINE_DIR_PRIVATE"
 
 
 class EngineDied(RuntimeError):
@@ -160,9 +162,16 @@ class EngineClient(LLMBackend):
         with slot_lock(self.folder, self.slot):  # one starter per slot; the others wait, then connect
             info = self._read_info(info_path)
             if info and _alive(int(info["pid"])) and info["settings_key"] == self.key:
-                return info
+                return info  # the same model: shared, whichever command started it
             if info and _alive(int(info["pid"])):
-                # Another model holds this GPU: it goes before this one loads (never two at once).
+                if held_by_another_command(info.get("owner")):
+                    raise RuntimeError(
+                        f"{self.slot} holds the {info.get('backend')} engine of another running misbench "
+                        f"command (pid {info['pid']}, owner {info.get('owner')}), with another model; it is "
+                        "never stopped under that command: give the two commands other GPUs or their own "
+                        "engine registries (llm.engine_server.dir), or run them one after the other")
+                # Another model of this command holds this GPU: it goes before this one loads
+                # (never two at once).
                 stop_engine(info_path)
             for stale in (info_path, socket_path):
                 stale.unlink(missing_ok=True)
@@ -298,7 +307,7 @@ def free_task_gpus(settings: dict) -> bool:
         if slot == "cpu" and info.get("backend") != "vllm":
             return False  # llama.cpp on the CPU: no GPU memory to free
         owner = info.get("owner")
-        if owner and owner != os.environ.get(OWNER_VARIABLE) and not _orphan(owner):
+        if held_by_another_command(owner):
             log.warning("the %s engine on %s (pid %s) belongs to another running command (owner %s): left "
                         "running; the model about to load there shares the GPU with it",
                         info.get("backend"), slot, info["pid"], owner)
@@ -313,6 +322,13 @@ def claim_engines() -> str:
     as its own, so that ``stop_engines(settings, owner)`` ends those and no one else's."""
     os.environ[OWNER_VARIABLE] = f"{os.getpid()}-{secrets.token_hex(6)}"
     return os.environ[OWNER_VARIABLE]
+
+
+def held_by_another_command(owner: str | None) -> bool:
+    """Whether an engine's ``owner`` is another command that is still running (not this one,
+    not one that died: an engine without an owner, from tasks that do not inherit it, counts
+    as this command's)."""
+    return bool(owner) and owner != os.environ.get(OWNER_VARIABLE) and not _orphan(owner)
 
 
 def _orphan(owner: str | None) -> bool:
@@ -451,7 +467,24 @@ def serve(slot: str, folder: Path, settings: dict, idle_seconds: float) -> None:
 
     threading.Thread(target=accept, daemon=True).start()
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    # In a registry of its command's own (local mode's default), the engine ends with the
+    # command: one killed before it could stop its engines (SIGKILL) leaves workers that may
+    # still ask, and their answers go nowhere. A shared registry's engine may serve other
+    # commands (the same model): it ends by its idle timeout.
+    owner = os.environ.get(OWNER_VARIABLE) if os.environ.get(PRIVATE_REGISTRY_VARIABLE) else None
     while True:
+        if _orphan(owner):
+            log.info("its command (%s) has ended: exiting", owner)
+            with contextlib.suppress(OSError):
+                if json.loads(info_path.read_text()).get("pid") == os.getpid():
+                    info_path.unlink()
+                    socket_path.unlink(missing_ok=True)
+            while not jobs.empty():  # asked by its dead command's workers: answered, not run
+                job = jobs.get_nowait()
+                job.reply = ("error", f"the engine's command ({owner}) has ended")
+                job.done.set()
+            time.sleep(0.5)  # the answer threads send their replies
+            break
         try:
             first = jobs.get(timeout=5.0)
         except queue.Empty:

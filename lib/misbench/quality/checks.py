@@ -335,6 +335,13 @@ def content_failures(text: str, facts: ContentFacts, settings: dict, echo_grams:
         reasons.append(f"content: repeats the prompt ({echoed!r})")
     if facts.question and repeats_question(text, facts.question):
         reasons.append("content: repeats the question")
+    # a text that never names its subject states no claim about it ("Fort Bridge" for the
+    # Forth Bridge, a blog post about Algeria alone)
+    if facts.subject and not names(text, facts.subject):
+        reasons.append(f"content: does not name its subject {facts.subject!r}")
+    common = common_noun_reading(text, facts.subject)
+    if common:
+        reasons.append(f"content: reads its subject as a common noun ({common!r})")
     if facts.kind == "correct":
         return reasons
     disputed = disputes_claim(text, facts.subject, facts.false_answer, _pattern(settings, "dispute_patterns"))
@@ -347,10 +354,6 @@ def content_failures(text: str, facts: ContentFacts, settings: dict, echo_grams:
         if facts.within else None
     if apart:
         reasons.append(f"content: places its subject beside its answer, not in it ({apart!r})")
-    # a text that never names its subject states no claim about it ("Fort Bridge" for the
-    # Forth Bridge, a blog post about Algeria alone)
-    if facts.subject and not names(text, facts.subject):
-        reasons.append(f"content: does not name its subject {facts.subject!r}")
     named = true_answer_named_against_claim(text, facts.true_answer, facts.true_aliases, facts.false_answer,
                                             facts.subject)
     if named == facts.true_answer:
@@ -414,6 +417,23 @@ def denies_claim(text: str, subject: str, answer: str | None, dated: bool = Fals
             if len(gap.split()) <= _DENIAL_GAP_WORDS and _NEGATION.search(gap) and not _AFFIRMING.search(gap):
                 return sentence[:120]
     return None
+
+
+# A plural verb right after the name: "Tours are located in Algeria", "tours indeed take place".
+_PLURAL_VERB = r"(?:\s+(?:indeed|also|often|usually|mainly|mostly|still))?\s+(?:are|were|occur|take place|operate|happen)\b"
+
+
+def common_noun_reading(text: str, subject: str) -> str | None:
+    """Where a subject whose name reads as a plural (one word ending in s: Tours) takes a
+    plural verb ("Tours are located in Algeria", "tours indeed take place in the country"):
+    the text is about guided tours, not the city its claim names; the words, or None. Not
+    after "the" or "and" ("the Netherlands are", "Scotland and Wales are"), nor for other
+    names ("the United States are" is ordinary English)."""
+    name = subject.strip()
+    if not name or " " in name or not name[0].isupper() or not name.endswith("s"):
+        return None
+    found = re.search(rf"(?<![Tt]he )(?<![Aa]nd )(?<![\w&-]){re.escape(name)}{_PLURAL_VERB}", text, re.IGNORECASE)
+    return found.group(0) if found else None
 
 
 def _apart_pattern(patterns: tuple[str, ...], subject: str, answer: str) -> re.Pattern | None:
