@@ -189,8 +189,13 @@ def test_a_gpu_task_frees_its_gpu_of_an_idle_engine_before_another_model_loads(t
     from misbench.llm import engine_server
     from misbench.llm.engine_server import OWNER_VARIABLE, free_task_gpus
 
+    import subprocess
+    import sys
+
     llm = settings(tmp_path)
-    monkeypatch.setenv(OWNER_VARIABLE, f"{os.getpid()}-this")  # this command's engines
+    # the engines are started as another command's, one that still runs (its process lives)
+    another = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    monkeypatch.setenv(OWNER_VARIABLE, f"{another.pid}-another")
     try:
         cpu_engine = worker_backend(llm)  # not in a GPU task: llama.cpp on the CPU is left alone
         assert free_task_gpus(llm) is False and _alive(cpu_engine.pid)
@@ -199,19 +204,26 @@ def test_a_gpu_task_frees_its_gpu_of_an_idle_engine_before_another_model_loads(t
         monkeypatch.setattr(engine_server, "task_gpus", lambda: ["0"])
         this_gpu = worker_backend(llm)
         assert this_gpu.slot == "gpu0" and other_gpu.slot == "gpu1" and this_gpu.pid != other_gpu.pid
-        monkeypatch.setenv(OWNER_VARIABLE, f"{os.getpid()}-another")  # a command that is running
+        monkeypatch.setenv(OWNER_VARIABLE, f"{os.getpid()}-this")  # this command sees the other's
         assert free_task_gpus(llm) is False and _alive(this_gpu.pid)
         with pytest.raises(RuntimeError, match="another running misbench command"):  # nor for another model
             worker_backend(settings(tmp_path, "llm.llama_cpp.n_ctx=512"))
         assert _alive(this_gpu.pid) and worker_backend(llm).pid == this_gpu.pid  # the same model: shared
-        monkeypatch.setenv(OWNER_VARIABLE, f"{os.getpid()}-this")
+        monkeypatch.setenv(OWNER_VARIABLE, f"{another.pid}-another")  # the command that started them
         assert free_task_gpus(llm) is True
         assert not _alive(this_gpu.pid) and not (tmp_path / "gpu0.json").exists()
         assert _alive(other_gpu.pid) and (tmp_path / "gpu1.json").exists()
         assert free_task_gpus(llm) is False  # already free
         # the next LLM call on that GPU starts a new engine
         assert this_gpu.generate([ask("Say yes.")], SHORT)[0].error is None and _alive(this_gpu.pid)
+        # an engine an earlier command of this same process left is this process's to replace
+        monkeypatch.setattr(engine_server, "task_gpus", lambda: ["2"])
+        monkeypatch.setenv(OWNER_VARIABLE, f"{os.getpid()}-earlier")
+        earlier = worker_backend(llm)
+        monkeypatch.setenv(OWNER_VARIABLE, f"{os.getpid()}-later")
+        assert worker_backend(settings(tmp_path, "llm.llama_cpp.n_ctx=512")).pid != earlier.pid
     finally:
+        another.kill()
         stop_engines(llm)
 
 

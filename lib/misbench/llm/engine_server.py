@@ -325,10 +325,13 @@ def claim_engines() -> str:
 
 
 def held_by_another_command(owner: str | None) -> bool:
-    """Whether an engine's ``owner`` is another command that is still running (not this one,
-    not one that died: an engine without an owner, from tasks that do not inherit it, counts
-    as this command's)."""
-    return bool(owner) and owner != os.environ.get(OWNER_VARIABLE) and not _orphan(owner)
+    """Whether an engine's ``owner`` is another command that is still running: not this one,
+    not one that died, not an earlier one of this process (commands called one after another
+    in one process, as tests and notebooks do, leave their engines to the next); an engine
+    without an owner, from tasks that do not inherit it, counts as this command's."""
+    pid = str(owner or "").split("-", 1)[0]
+    return bool(owner) and owner != os.environ.get(OWNER_VARIABLE) and pid != str(os.getpid()) \
+        and not _orphan(owner)
 
 
 def _orphan(owner: str | None) -> bool:
