@@ -329,9 +329,10 @@ def held_by_another_command(owner: str | None) -> bool:
     not one that died, not an earlier one of this process (commands called one after another
     in one process, as tests and notebooks do, leave their engines to the next); an engine
     without an owner, from tasks that do not inherit it, counts as this command's."""
-    pid = str(owner or "").split("-", 1)[0]
-    return bool(owner) and owner != os.environ.get(OWNER_VARIABLE) and pid != str(os.getpid()) \
-        and not _orphan(owner)
+    process = str(owner or "").split("-", 1)[0]  # the command's process: a task's env names it too
+    ours = str(os.environ.get(OWNER_VARIABLE) or "").split("-", 1)[0]
+    return bool(owner) and owner != os.environ.get(OWNER_VARIABLE) and process != ours \
+        and process != str(os.getpid()) and not _orphan(owner)
 
 
 def _orphan(owner: str | None) -> bool:
