@@ -35,6 +35,8 @@ from multiprocessing.connection import Client, Listener
 from pathlib import Path
 from typing import Sequence
 
+import psutil
+
 from misbench.llm import EngineBroken, Generation, LLMBackend, Messages, SamplingParams, load_backend
 from misbench.workers import settings_key
 
@@ -329,10 +331,14 @@ def held_by_another_command(owner: str | None) -> bool:
     not one that died, not an earlier one of this process (commands called one after another
     in one process, as tests and notebooks do, leave their engines to the next); an engine
     without an owner, from tasks that do not inherit it, counts as this command's."""
-    process = str(owner or "").split("-", 1)[0]  # the command's process: a task's env names it too
-    ours = str(os.environ.get(OWNER_VARIABLE) or "").split("-", 1)[0]
-    return bool(owner) and owner != os.environ.get(OWNER_VARIABLE) and process != ours \
-        and process != str(os.getpid()) and not _orphan(owner)
+    if not owner or owner == os.environ.get(OWNER_VARIABLE):
+        return False
+    process = str(owner).split("-", 1)[0]
+    # this process, or one it runs under (a Spark worker's JVM and driver): the same command
+    # process, whose earlier commands' engines are its own
+    if not process.isdigit() or int(process) in {os.getpid(), *(p.pid for p in psutil.Process().parents())}:
+        return False
+    return not _orphan(owner)
 
 
 def _orphan(owner: str | None) -> bool:
