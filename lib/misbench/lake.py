@@ -874,7 +874,7 @@ class SparkDeltaLake(Lake):
             writer = writer.partitionBy(*partition_by)
         if replace_partitions:
             condition = " AND ".join(
-                f"`{column}` = '{sql_string(value)}'" for column, value in replace_partitions.items()
+                f"`{column}` = '{_sql_string(value)}'" for column, value in replace_partitions.items()
             )
             writer = writer.option("replaceWhere", condition)
         elif mode == "overwrite":
@@ -910,7 +910,7 @@ class SparkDeltaLake(Lake):
 
     @staticmethod
     def _quoted(value: str) -> str:
-        return f"'{sql_string(value)}'"  # Spark SQL: backslash escapes
+        return f"'{_sql_string(value)}'"  # Spark SQL: backslash escapes
 
     @retry_write_conflicts
     def _replace_where(self, df, name, predicate):
@@ -1033,5 +1033,5 @@ def _now():
     return dt.datetime.now(dt.timezone.utc)
 
 
-def sql_string(value) -> str:
+def _sql_string(value) -> str:
     return str(value).replace("\\", "\\\\").replace("'", "\\'")
