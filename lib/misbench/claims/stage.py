@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 
 from misbench.claims.relations import BIRTH, DATE_PROPERTIES, DEATH, Relation, RelationPair
 from misbench.ids import seeded_hash, stable_id
+from misbench.plans import LAZY, Lazy
 
 KEPT = "kept"
 CONFLICT_KINDS = ("factual", "temporal", "semantic")
@@ -416,7 +417,7 @@ def _distinct_by_name(choices: DataFrame, wanted: int) -> DataFrame:
 
 def substitutes(
     candidates: DataFrame, facts: DataFrame, labels: DataFrame, seed: int, attempts: int = 16,
-    wanted: int = 4, links: DataFrame | None = None,
+    wanted: int = 4, links: DataFrame | None = None, plan: Lazy = LAZY,
 ) -> DataFrame:
     """Up to ``wanted`` same-type substitutes per entity-valued claim, ranked: entities that
     share an instance-of type with the true object, occur as object of the same relation
@@ -426,7 +427,8 @@ def substitutes(
     like another substitute of the same claim.
 
     Seeded and deterministic. Each claim probes ``attempts`` pseudo-random positions of each
-    of its type pools instead of pairing with whole pools (which can hold millions)."""
+    of its type pools instead of pairing with whole pools (which can hold millions).
+    ``plan``: where the pool and the names, each read twice, are computed once (misbench.plans)."""
     types = labels.select("id", F.explode("instance_of").alias("type"))
     pool = (
         facts.where(F.col("object_id").isNotNull() & (F.col("rank") != "deprecated"))
@@ -437,7 +439,7 @@ def substitutes(
     by_pool = Window.partitionBy("pool_relation", "type")
     pool = pool.withColumn(
         "position", F.row_number().over(by_pool.orderBy(seeded_hash(F.col("candidate_id"), seed))) - 1
-    ).withColumn("pool_size", F.count("*").over(by_pool))
+    ).withColumn("pool_size", F.count("*").over(by_pool)).transform(plan.keep)  # read twice: sizes, probes
     sizes = pool.select("pool_relation", "type", "pool_size").distinct()
     claims = candidates.where(F.col("object_id").isNotNull()).select(
         "claim_id", "pool_relation", "truth_subject", "object_id", "subject_id"
@@ -461,7 +463,7 @@ def substitutes(
         .select("claim_id", "object_id", "candidate_id")
         .distinct()
     )
-    names = names_of(labels)
+    names = names_of(labels).transform(plan.keep)  # joined twice: the candidate's names and the answer's
     same_name = (
         found.join(names.withColumnRenamed("id", "candidate_id"), "candidate_id")
         .join(names.withColumnRenamed("id", "object_id"), ["object_id", "name"])

@@ -205,7 +205,8 @@ def premises(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], 
                   F.sort_array(F.collect_set(F.when(F.col("true_label").isNull(), F.col("object_id"))))
                   .alias("unlabelled_ids"))
              .join(sole, ["subject_id", "property"], "left")
-             .withColumn("premise_key", stable_id(F.lit("premise"), "subject_id", "property")))
+             .withColumn("premise_key", stable_id(F.lit("premise"), "subject_id", "property"))
+             .transform(plan.keep))
     functional = F.col("property").isin(list(spec.functional_premises))
     proven = functional & (F.col("known_values") == 1) & F.coalesce(F.col("sole_current_value"), F.lit(False))
     proven_rows = known.where(proven)
@@ -224,13 +225,15 @@ def premises(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], 
         "id", *[F.lit(None).cast(kind).alias(name) for name, kind in
                 (("label", "string"), ("description", "string"))],
         F.array(F.col("cls")).alias("instance_of"), F.lit(None).cast("array<string>").alias("aliases"))
-    labels = typed.drop("cls").unionByName(outside)
+    # kept: the substitute searches below read the types and names of these labels a dozen
+    # times, and each use would inline the whole premise aggregation above again
+    labels = typed.drop("cls").unionByName(outside).transform(plan.keep)
     # A false object must not contain or sit inside the true value (born in Westminster, not
     # London; a country inside the United Kingdom): the graph's part-of links, either way,
     # through up to CONTAINMENT_DEPTH steps (a district is inside its country too).
     links = containment if containment is not None else containment_links(facts).transform(plan.keep)
     # checkpointed: it feeds both the unmatched claims and the union below
-    found = substitutes(claims, facts, labels, seed, attempts, wanted=3, links=links).transform(plan.keep)
+    found = substitutes(claims, facts, labels, seed, attempts, wanted=3, links=links, plan=plan).transform(plan.keep)
     # Where no other object of the relation fits (a small graph: one capital, one head of
     # state), any named entity of the same type: the proof holds whatever the false object.
     # Its pool is every named entity; its truth, every value the graph gives the bridge.
@@ -258,8 +261,10 @@ def premises(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], 
             "subject_id", "object_id", "rank")
         given = given.withColumn("property", F.lit(ANY_RELATION)).unionByName(
             given.join(holders, "object_id").withColumnRenamed("pool", "property"))
-        found = found.unionByName(substitutes(unmatched, named.unionByName(given), labels, seed, attempts,
-                                              wanted=3, links=links))
+        # kept: the search reads its pool twice (positions and truths)
+        pool = named.unionByName(given).transform(plan.keep)
+        found = found.unionByName(substitutes(unmatched, pool, labels, seed, attempts, wanted=3, links=links,
+                                              plan=plan))
     found = found.select(F.col("claim_id").alias("premise_key"), F.col("candidate_id").alias("premise_object"),
                          F.col("candidate_label").alias("premise_object_label"))
     proof = F.when(proven, F.struct(F.lit(PROOF_FUNCTIONAL).alias("kind"),
@@ -296,7 +301,8 @@ def _first_by_name(options: DataFrame, key: str, seed: int, wanted: int) -> Data
             .withColumn("rank", F.row_number().over(ranked)).where(F.col("rank") <= wanted).drop("copy"))
 
 
-def _answer_options(answers: DataFrame, facts: DataFrame, labels: DataFrame, seed: int, attempts: int) -> DataFrame:
+def _answer_options(answers: DataFrame, facts: DataFrame, labels: DataFrame, seed: int, attempts: int,
+                    plan: Lazy = LAZY) -> DataFrame:
     """Per second hop (``bridge_id``, ``second``: its answer is the only current value, so
     the same for every chain through it), options that depend on neither the chain's subject
     nor the premise, ranked and distinct by name: the near miss, same-relation substitutes of
@@ -313,14 +319,14 @@ def _answer_options(answers: DataFrame, facts: DataFrame, labels: DataFrame, see
     searched = entity.select(F.col("answer_key").alias("claim_id"), F.col("second").alias("pool_relation"),
                              F.col("bridge_id").alias("truth_subject"), F.col("answer_id").alias("object_id"),
                              F.lit(None).cast("string").alias("subject_id"))
-    same_relation = substitutes(searched, facts, labels, seed, attempts, wanted=5).select(
+    same_relation = substitutes(searched, facts, labels, seed, attempts, wanted=5, plan=plan).select(
         F.col("claim_id").alias("answer_key"), F.col("candidate_label").alias("option"),
         F.lit("distractor").alias("role"), (F.lit(2) + F.col("choice") / 10).alias("priority"))
     anything = labels.where(F.col("label").isNotNull()).select(
         F.lit("any").alias("property"), F.col("id").alias("object_id"), F.lit("normal").alias("rank"),
         F.lit(None).cast("string").alias("subject_id"))
     same_type = substitutes(searched.withColumn("pool_relation", F.lit("any")), anything, labels, seed, attempts,
-                            wanted=5).select(
+                            wanted=5, plan=plan).select(
         F.col("claim_id").alias("answer_key"), F.col("candidate_label").alias("option"),
         F.lit("distractor").alias("role"), (F.lit(3) + F.col("choice") / 10).alias("priority"))
     dates = answers.where(F.col("is_date")).select(
@@ -532,7 +538,7 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
     # chain is the only current value), and dropDuplicates' first() over strings sorts every
     # row, which ran out of memory at 10^6 entities.
     by_answer = _answer_options(passing.select(*ANSWER_COLUMNS).distinct(), facts, labels, seed,
-                                attempts).transform(plan.keep)
+                                attempts, plan).transform(plan.keep)
     by_chain = _chain_options(passing.select("chain_id", "bridge_id", "second", "subject_label").distinct(),
                               by_answer).transform(plan.keep)
     context = _context_options(passing, facts, labels).transform(plan.keep)
