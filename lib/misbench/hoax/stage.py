@@ -225,8 +225,8 @@ def premises(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], 
         "id", *[F.lit(None).cast(kind).alias(name) for name, kind in
                 (("label", "string"), ("description", "string"))],
         F.array(F.col("cls")).alias("instance_of"), F.lit(None).cast("array<string>").alias("aliases"))
-    # kept: the substitute searches below read the types and names of these labels a dozen
-    # times, and each use would inline the whole premise aggregation above again
+    # kept: the substitute searches below read these labels' types and names a dozen times,
+    # and each use would join the fallback types in again
     labels = typed.drop("cls").unionByName(outside).transform(plan.keep)
     # A false object must not contain or sit inside the true value (born in Westminster, not
     # London; a country inside the United Kingdom): the graph's part-of links, either way,
