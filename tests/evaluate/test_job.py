@@ -17,7 +17,7 @@ from misbench.evaluate.stage import SETTINGS
 from tests.conftest import PROJECT, copy_lake, kill_after_commits
 
 SMALL = ["llm.llama_cpp.model=qwen2.5-coder-0.5b-instruct-q4km", "evaluate.commit_rows=24",
-         "evaluate.rtd.reconstruct_words=25", "evaluate.limit=3"]
+         "evaluate.rtd.reconstruct_words=25", "evaluate.limit=2"]
 FAKE = ["llm.backend=fake", *SMALL[1:]]
 
 
@@ -50,7 +50,7 @@ def test_every_item_of_every_setting_gets_one_answer(evaluated):
     assert responses.count() == items.count() == report.items
     assert responses.select("response_id").distinct().count() == responses.count()
     assert {r.setting for r in responses.select("setting").distinct().collect()} == set(SETTINGS)
-    questions = {r.question_id for r in lake.read("questions").orderBy("question_id").limit(3).collect()}
+    questions = {r.question_id for r in lake.read("questions").orderBy("question_id").limit(2).collect()}
     assert {r.question_id for r in responses.collect()} <= questions
     for row in responses.collect():
         assert row.error is None

@@ -74,7 +74,9 @@ def test_uncompressed_and_bz2_split_across_tasks_agree(spark, lake, run_cfg):
     blocks = lake.read("ingest_staging").where("kind = 'block' AND line_count > 0").count()
     assert blocks >= 4  # the bz2 file has 5 compressed blocks, read by different tasks
     from_bz2 = sorted(map(tuple, lake.read("triples").collect()))
-    run_ingest(spark, lake, cfg, [str(SLICE_JSON)])
+    # the 3.7 MB of JSON in about 15 splits, each cut inside a line (at the bz2's 0.01 MB it
+    # was 370 tasks, most of the test's time)
+    run_ingest(spark, lake, cfg.with_overrides(["ingest.split_mb=0.25"]), [str(SLICE_JSON)])
     assert sorted(map(tuple, lake.read("triples").collect())) == from_bz2
     assert table_facts(lake) == EXPECTED
 
