@@ -67,8 +67,8 @@ def evidence_of_first_claim(lake):
     return {r.evidence_id: r for r in lake.read("evidence").where(f"claim_id = '{claim}'").collect()}
 
 
-def every_slot_finished(lake, styles=(ENTRY_STYLE,)) -> bool:
-    """The first claim's evidence_slots hold every (kind, style): the pass ran to its end.
+def every_slot_finished(lake) -> bool:
+    """The first claim's evidence_slots hold every kind's entry slot: the pass ran to its end.
     (With one round, whether the rerun adds texts depends on an entry passing quality
     control; that every slot was settled does not.)"""
     if not lake.exists("evidence_slots"):
@@ -76,7 +76,7 @@ def every_slot_finished(lake, styles=(ENTRY_STYLE,)) -> bool:
     claim = lake.read("claims").orderBy("claim_id").first().claim_id
     kinds = {"correct"} | {r.kind for r in lake.read("conflicts").where(f"claim_id = '{claim}'").collect()}
     slots = {(r.kind, r.style) for r in lake.read("evidence_slots").where(f"claim_id = '{claim}'").collect()}
-    return slots == {(kind, style) for kind in kinds for style in styles}
+    return slots == {(kind, ENTRY_STYLE) for kind in kinds}
 
 
 @pytest.mark.model  # all-MiniLM-L6-v2 for question similarity
