@@ -150,6 +150,25 @@ def kill_after_commits(command, delta_log: str, commits: int, timeout_s: float =
     job.wait()
 
 
+def rerun_in_this_process(command, *more: str) -> tuple[int, str]:
+    """Run again, in the tests' own process, a misbench command a test killed: the same CLI
+    (``misbench.cli.main``, same arguments) on the tests' warm Spark session. A fresh process
+    would spend a JVM start and its warm-up (about a third of a rerun, measured) on what the
+    killed one already proves: the command runs as its own process. ``spark.master`` in the
+    arguments has no effect here (the session exists). Returns (exit code, stderr)."""
+    import contextlib
+    import io
+    import sys
+
+    from misbench.cli import main
+
+    assert list(command[:3]) == [sys.executable, "-m", "misbench.cli"], command[:3]
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = main([*command[3:], *more])
+    return code, err.getvalue()
+
+
 def python_workers(root_pid: int, holding: bytes = b"") -> list[int]:
     """PySpark's Python worker processes under ``root_pid``: the processes the pyspark daemon
     forked (they run the UDFs and hold the models), not the daemon itself; with ``holding``,

@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 from misbench.cli import main
 from misbench.evaluate.job import run_evaluate
 from misbench.evaluate.stage import SETTINGS
-from tests.conftest import PROJECT, copy_lake, kill_after_commits
+from tests.conftest import PROJECT, copy_lake, kill_after_commits, rerun_in_this_process
 
 SMALL = ["llm.llama_cpp.model=qwen2.5-coder-0.5b-instruct-q4km", "evaluate.commit_rows=24",
          "evaluate.rtd.reconstruct_words=25", "evaluate.limit=2"]
@@ -187,15 +187,14 @@ def test_kill_during_evaluation_then_rerun_loses_and_duplicates_nothing(spark, b
                "detection", "--set", "spark.master=local[2]"]
     for setting in FAKE:
         command += ["--set", setting]
-    command += ["--set", "evaluate.commit_rows=3", "--set", "evaluate.limit=4", "--set", "llm.fake.seconds_per_request=0.2"]
+    command += ["--set", "evaluate.commit_rows=3", "--set", "evaluate.limit=2", "--set", "llm.fake.seconds_per_request=0.2"]
     kill_after_commits(command, lake.root + "/eval_responses/_delta_log", 2)
     assert lake.exists("eval_responses") and not lake.exists("eval_metrics"), "the kill did not land mid-run"
     before = {r.response_id: r.chosen_letter for r in lake.read("eval_responses").collect()}
     # the rerun without pauses (only the kill needed them), in several chunks again: it finds the
     # work table the killed run left (the other kill tests rerun in one chunk)
-    rerun = subprocess.run([*command, "--set", "llm.fake.seconds_per_request=0"],
-                           cwd=PROJECT, capture_output=True, text=True)
-    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    code, stderr = rerun_in_this_process(command, "--set", "llm.fake.seconds_per_request=0")
+    assert code == 0, stderr[-3000:]
     after = lake.read("eval_responses").collect()
     ids = [r.response_id for r in after]
     assert len(ids) == len(set(ids)) == internal(lake, "eval_items").count()
@@ -213,7 +212,7 @@ def test_two_evaluations_on_one_lake_at_once_both_finish_with_one_answer_per_ite
     def command(model):
         args = [sys.executable, "-m", "misbench.cli", "evaluate", "--lake", lake.root, "--settings", "probe",
                 "detection", "--model", model, "--set", "spark.master=local[1]"]
-        for setting in [*FAKE, "evaluate.commit_rows=2", "evaluate.limit=4", "llm.fake.seconds_per_request=0.05"]:
+        for setting in [*FAKE, "evaluate.commit_rows=2", "evaluate.limit=2", "llm.fake.seconds_per_request=0.05"]:
             args += ["--set", setting]
         return args
 

@@ -2,7 +2,6 @@
 import bz2
 import gzip
 import json
-import subprocess
 import sys
 
 import pytest
@@ -12,7 +11,6 @@ from misbench.cli import EXIT_TOO_MANY_REJECTS, main
 from misbench.ingest.job import DumpNotFound, run_ingest
 from misbench.lake import DeltaRsLake, is_internal
 from tests.conftest import (
-    PROJECT,
     SLICE_BZ2,
     SLICE_ENTITIES,
     SLICE_ENTITY_VALUED,
@@ -20,6 +18,7 @@ from tests.conftest import (
     SLICE_STATEMENTS,
     kill_after_commits,
     require_slice,
+    rerun_in_this_process,
 )
 
 pytestmark = pytest.mark.slow  # ingest jobs over the real slice
@@ -186,7 +185,7 @@ def test_killed_run_then_rerun_ends_as_a_clean_run(spark, tmp_path, kill_after):
     kill_after_commits(command, str(marker), 1, timeout_s=240, poll_s=0.05)
     assert marker.exists(), "the job never reached the kill point"
 
-    rerun = subprocess.run(command, cwd=PROJECT, capture_output=True, text=True)
-    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    code, stderr = rerun_in_this_process(command)
+    assert code == 0, stderr[-2000:]
     lake = DeltaRsLake(spark, root=str(root))
     assert table_facts(lake) == EXPECTED

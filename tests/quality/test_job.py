@@ -208,10 +208,9 @@ def test_human_evaluation_round_trip_on_filled_csv_and_xlsx(spark, checked, tmp_
 
 @pytest.mark.chaos
 def test_kill_during_quality_then_rerun_loses_and_duplicates_nothing(spark, generated_root, tmp_path):
-    import subprocess
     import sys
 
-    from tests.conftest import PROJECT, kill_after_commits
+    from tests.conftest import kill_after_commits, rerun_in_this_process
 
     lake = copy_lake(spark, generated_root, tmp_path / "lake")
     command = [sys.executable, "-m", "misbench.cli", "quality", "--lake", lake.root,
@@ -227,9 +226,9 @@ def test_kill_during_quality_then_rerun_loses_and_duplicates_nothing(spark, gene
     assert 0 < len(handmade) < 8 and len(before) < evidence, "the kill did not land mid-run"
 
     # the rerun in one chunk and without pauses: only the kill needed them
-    rerun = subprocess.run([*command, "--set", "quality.commit_rows=16", "--set", "llm.fake.seconds_per_request=0"],
-                           cwd=PROJECT, capture_output=True, text=True)
-    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    code, stderr = rerun_in_this_process(command, "--set", "quality.commit_rows=16",
+                                         "--set", "llm.fake.seconds_per_request=0")
+    assert code == 0, stderr[-3000:]
     after = {r.evidence_id: r.checked_at for r in lake.read("evidence_qc").collect()}
     assert len(after) == lake.read("evidence_qc").count() == evidence  # one verdict each, no duplicates
     assert all(after[e] == checked_at for e, checked_at in before.items())  # finished work kept
