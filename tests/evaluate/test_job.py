@@ -6,7 +6,6 @@ fake backend."""
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 from pyspark.sql import functions as F
@@ -14,7 +13,7 @@ from pyspark.sql import functions as F
 from misbench.cli import main
 from misbench.evaluate.job import run_evaluate
 from misbench.evaluate.stage import SETTINGS
-from tests.conftest import PROJECT, copy_lake, kill_after_commits, rerun_in_this_process
+from tests.conftest import MISBENCH_CLI, PROJECT, copy_lake, kill_after_commits, rerun_in_this_process
 
 SMALL = ["llm.llama_cpp.model=qwen2.5-coder-0.5b-instruct-q4km", "evaluate.commit_rows=24",
          "evaluate.rtd.reconstruct_words=25", "evaluate.limit=2"]
@@ -183,7 +182,7 @@ def test_generated_answers_are_parsed_strictly(spark, cfg, bench_root, tmp_path)
 @pytest.mark.chaos
 def test_kill_during_evaluation_then_rerun_loses_and_duplicates_nothing(spark, bench_root, tmp_path):
     lake = copy_lake(spark, bench_root, tmp_path / "lake")
-    command = [sys.executable, "-m", "misbench.cli", "evaluate", "--lake", lake.root, "--settings", "probe",
+    command = [*MISBENCH_CLI, "evaluate", "--lake", lake.root, "--settings", "probe",
                "detection", "--set", "spark.master=local[2]"]
     for setting in FAKE:
         command += ["--set", setting]
@@ -210,7 +209,7 @@ def test_two_evaluations_on_one_lake_at_once_both_finish_with_one_answer_per_ite
     lake = copy_lake(spark, bench_root, tmp_path / "lake")
 
     def command(model):
-        args = [sys.executable, "-m", "misbench.cli", "evaluate", "--lake", lake.root, "--settings", "probe",
+        args = [*MISBENCH_CLI, "evaluate", "--lake", lake.root, "--settings", "probe",
                 "detection", "--model", model, "--set", "spark.master=local[1]"]
         for setting in [*FAKE, "evaluate.commit_rows=2", "evaluate.limit=2", "llm.fake.seconds_per_request=0.05"]:
             args += ["--set", setting]

@@ -7,7 +7,6 @@ and rows as a real model); one kill and one crash run the real small model (Qwen
 0.5B on llama.cpp, also the entailment judge)."""
 import re
 import subprocess
-import sys
 
 import pytest
 
@@ -15,7 +14,7 @@ from misbench.generate.job import run_generate
 from misbench.generate.stage import ENTRY_STYLE
 
 STYLES = (ENTRY_STYLE, "news", "science", "blog", "technical", "confident")  # conf's generate.styles
-from tests.conftest import PROJECT, copy_lake, kill_after_commits
+from tests.conftest import MISBENCH_CLI, PROJECT, copy_lake, kill_after_commits
 
 SHORT_TEXTS = [
     "generate.target_words=30",
@@ -147,7 +146,7 @@ def test_entries_state_their_claim_styles_come_from_passing_entries_and_reruns_d
 @pytest.mark.model
 def test_kill_during_generation_then_rerun_loses_and_duplicates_nothing(lake_copy):
     root = str(lake_copy.root)
-    command = [sys.executable, "-m", "misbench.cli", "generate", "--limit", "1", "--lake", root]
+    command = [*MISBENCH_CLI, "generate", "--limit", "1", "--lake", root]
     # No rewrite styles: the kill lands in the entries pass, and a styles pass after it would
     # add a minute of the real model through the same chunked loop (misbench.chunked) whose
     # resume this checks; the styles themselves are the entries-and-styles test's.
@@ -192,7 +191,7 @@ def test_a_crashed_engine_ends_with_a_short_error_and_keeps_committed_rows(lake_
     from tests.conftest import crash_workers_after_commits
 
     root = str(lake_copy.root)
-    command = [sys.executable, "-m", "misbench.cli", "generate", "--limit", "1", "--lake", root]
+    command = [*MISBENCH_CLI, "generate", "--limit", "1", "--lake", root]
     for setting in one_round(commit_rows=2, model=model):
         command += ["--set", setting]
     # once entries are committed, the engine processes are hit
@@ -236,7 +235,7 @@ def test_a_killed_engine_fails_only_its_tasks_which_spark_retries_on_a_new_engin
     from tests.conftest import crash_workers_after_commits
 
     root = str(lake_copy.root)
-    command = [sys.executable, "-m", "misbench.cli", "generate", "--limit", "1", "--lake", root]
+    command = [*MISBENCH_CLI, "generate", "--limit", "1", "--lake", root]
     for setting in one_round(commit_rows=2, master="local[2,3]", model=SLOW_FAKE):
         command += ["--set", setting]
     finished, hits = crash_workers_after_commits(command, root + "/evidence/_delta_log", 1,

@@ -2,7 +2,6 @@
 import bz2
 import gzip
 import json
-import sys
 
 import pytest
 from deltalake import DeltaTable
@@ -11,6 +10,7 @@ from misbench.cli import EXIT_TOO_MANY_REJECTS, main
 from misbench.ingest.job import DumpNotFound, run_ingest
 from misbench.lake import DeltaRsLake, is_internal
 from tests.conftest import (
+    MISBENCH_CLI,
     SLICE_BZ2,
     SLICE_ENTITIES,
     SLICE_ENTITY_VALUED,
@@ -179,7 +179,7 @@ def test_killed_run_then_rerun_ends_as_a_clean_run(spark, tmp_path, kill_after):
     """kill -9 the job once a given table has been committed, run it again, and compare."""
     require_slice()
     root = tmp_path / "lake"
-    command = [sys.executable, "-m", "misbench.cli", "ingest", "--lake", str(root),
+    command = [*MISBENCH_CLI, "ingest", "--lake", str(root),
                "--dump", str(SLICE_BZ2), "--set", "spark.master=local[2]"]
     marker = root / ("_internal" if is_internal(kill_after) else "") / kill_after / "_delta_log"
     kill_after_commits(command, str(marker), 1, timeout_s=240, poll_s=0.05)

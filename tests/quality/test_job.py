@@ -208,12 +208,10 @@ def test_human_evaluation_round_trip_on_filled_csv_and_xlsx(spark, checked, tmp_
 
 @pytest.mark.chaos
 def test_kill_during_quality_then_rerun_loses_and_duplicates_nothing(spark, generated_root, tmp_path):
-    import sys
-
-    from tests.conftest import kill_after_commits, rerun_in_this_process
+    from tests.conftest import MISBENCH_CLI, kill_after_commits, rerun_in_this_process
 
     lake = copy_lake(spark, generated_root, tmp_path / "lake")
-    command = [sys.executable, "-m", "misbench.cli", "quality", "--lake", lake.root,
+    command = [*MISBENCH_CLI, "quality", "--lake", lake.root,
                "--set", "spark.master=local[2]", *[x for s in SLOW_FAKE for x in ("--set", s)],
                "--set", "quality.commit_rows=3"]
     # Generation already committed its own verdicts: the kill comes two commits of this run later.
