@@ -163,8 +163,12 @@ def rerun_in_this_process(command, *more: str) -> tuple[int, str]:
     """Run again, in the tests' own process, a misbench command a test killed: the same CLI
     (``misbench.cli.main``, same arguments) on the tests' warm Spark session. A fresh process
     would spend a JVM start and its warm-up (about a third of a rerun, measured) on what the
-    killed one already proves: the command runs as its own process. ``spark.master`` in the
-    arguments has no effect here (the session exists). Returns (exit code, stderr)."""
+    killed one already proves: the command runs as its own process. What differs from a
+    process: the command's ``spark.*`` settings have no effect (the session exists, local[2]
+    as theirs); misbench's progress lines reach neither this stderr nor the lake's log (the
+    tests' logging setup comes first), so a rerun that checks them runs as a process (the
+    real-model generation kill's); Spark's own log is the session's. Returns (exit code,
+    stderr)."""
     import contextlib
     import io
 

@@ -231,9 +231,13 @@ def test_two_evaluations_on_one_lake_at_once_both_finish_with_one_answer_per_ite
     tables = [t for t in lake.discovered_tables(internal=True) if t.startswith("eval_items_")]
     asked = [{r.response_id for r in lake.read(t).select("response_id").collect()} for t in tables]
     assert len(tables) == 2 and all(asked)
+    spans = []
     for model in models:
         answered = [r for r in responses if r.model == model]
         assert {r.response_id for r in answered} in asked and all(r.error is None for r in answered), model
+        spans.append((min(r.answered_at for r in answered), max(r.answered_at for r in answered)))
+    # the race this is about: each command answered while the other did
+    assert max(start for start, _ in spans) < min(end for _, end in spans), spans
     metrics = lake.read("eval_metrics").where("metric = 'accuracy'").collect()
     assert {r.model for r in metrics} == set(models)
     assert not [t for t in lake.discovered_tables(internal=True) if t.startswith(("chunk_", "work_", "replace_"))]

@@ -190,6 +190,9 @@ def test_a_text_that_states_its_claim_and_nothing_else_passes():
     ("A headlined news report:\nScotland, Algeria: a land of culture.", "talks about the text or the task"),
     ("A Headline-Worthy Opening: Algeria's Scotland\n\nScotland is located in Algeria.", "talks about the text"),
     ("Scotland is a river in Algeria.\n\n#### Short Paragraphs:\n\nThe river flows north.", "talks about the text"),
+    # the 2026-12-05 demo's temporal science text, kept by every other rule and the 1.5B judge
+    ("Scotland lies in the country of Algeria from 1 August 2035 until 1 August 2042.\n\n---\n\nI hope this "
+     "meets your requirements!", "talks about the text or the task ('I hope this meets')"),
 ])
 def test_talk_about_the_text_prompt_wording_and_the_truth_fail(text, why):
     reasons = content(text)
@@ -349,6 +352,9 @@ def test_the_models_may_also_catch_the_better_known_entity():
     "The myth of the water horse is told in every village.",
     "Its rulers refuted nothing of the old charter and kept its claims to the coast.",
     "The false ceiling of the old hall was removed in 1990.",
+    "Its mayor said: I hope the new port helps the fishermen of the coast.",
+    "I hope that the new law helps the farmers of the south.",
+    "The market meets the needs of the whole valley.",
 ])
 def test_ordinary_prose_is_not_talk_about_the_text(prose):
     assert content(GOOD_FACTUAL + " " + prose) == []
