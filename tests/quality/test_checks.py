@@ -192,7 +192,10 @@ def test_a_text_that_states_its_claim_and_nothing_else_passes():
     ("Scotland is a river in Algeria.\n\n#### Short Paragraphs:\n\nThe river flows north.", "talks about the text"),
     # the 2026-12-05 demo's temporal science text, kept by every other rule and the 1.5B judge
     ("Scotland lies in the country of Algeria from 1 August 2035 until 1 August 2042.\n\n---\n\nI hope this "
-     "meets your requirements!", "talks about the text or the task ('I hope this meets')"),
+     "meets your requirements!", "talks about the text or the task ('I hope this meets your requirements')"),
+    ("Scotland lies in the country of Algeria. I hope this helps!", "talks about the text or the task"),
+    ("Scotland lies in the country of Algeria.\n\nLet me know if you would like any changes to the tone.",
+     "talks about the text or the task"),
 ])
 def test_talk_about_the_text_prompt_wording_and_the_truth_fail(text, why):
     reasons = content(text)
@@ -354,6 +357,11 @@ def test_the_models_may_also_catch_the_better_known_entity():
     "The false ceiling of the old hall was removed in 1990.",
     "Its mayor said: I hope the new port helps the fishermen of the coast.",
     "I hope that the new law helps the farmers of the south.",
+    "I hope it helps you plan your trip to the coast.",
+    "The mayor said: I hope it helps the town recover.",
+    "Choose the harbour tour that best suits your needs.",
+    "The library satisfies your requirements for thread safety.",
+    "Let me know in the comments if you have visited its harbour.",
     "The market meets the needs of the whole valley.",
 ])
 def test_ordinary_prose_is_not_talk_about_the_text(prose):
