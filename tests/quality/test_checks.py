@@ -196,6 +196,9 @@ def test_a_text_that_states_its_claim_and_nothing_else_passes():
     ("Scotland lies in the country of Algeria. I hope this helps!", "talks about the text or the task"),
     ("Scotland lies in the country of Algeria.\n\nLet me know if you would like any changes to the tone.",
      "talks about the text or the task"),
+    # the 2026-12-05 demo's semantic blog text, kept by every other rule and the 1.5B judge
+    ("As a lifelong resident of Scotland, I can share that it is an island in Algeria. As you mentioned, Scotland "
+     "is the smallest island in Algeria.", "talks about the text or the task ('As you mentioned')"),
 ])
 def test_talk_about_the_text_prompt_wording_and_the_truth_fail(text, why):
     reasons = content(text)
@@ -362,6 +365,8 @@ def test_the_models_may_also_catch_the_better_known_entity():
     "Choose the harbour tour that best suits your needs.",
     "The library satisfies your requirements for thread safety.",
     "Let me know in the comments if you have visited its harbour.",
+    "As you may know, the harbour was rebuilt after the war.",
+    "As you walk along the coast, the old fort comes into view.",
     "The market meets the needs of the whole valley.",
 ])
 def test_ordinary_prose_is_not_talk_about_the_text(prose):
