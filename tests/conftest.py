@@ -177,7 +177,7 @@ def rerun_in_this_process(command, *more: str) -> tuple[int, str]:
     assert list(command[:len(MISBENCH_CLI)]) == MISBENCH_CLI, command[:len(MISBENCH_CLI)]
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        code = main(list(command[3:]) + list(more))
+        code = main([*command[len(MISBENCH_CLI):], *more])  # the JIT setting: no new JVM here
     return code, err.getvalue()
 
 

@@ -15,7 +15,7 @@ from misbench.generate.job import run_generate
 from misbench.generate.stage import GENERATED_SCHEMA
 from misbench.quality import checks, human
 from misbench.quality.job import run_quality
-from tests.conftest import copy_lake
+from tests.conftest import MISBENCH_CLI, copy_lake, kill_after_commits, rerun_in_this_process
 from tests.generate.test_job import FAKE, SLOW_FAKE
 from tests.quality.test_scorers import CONTRADICTING, OFF_TOPIC, SUPPORTING
 
@@ -208,8 +208,6 @@ def test_human_evaluation_round_trip_on_filled_csv_and_xlsx(spark, checked, tmp_
 
 @pytest.mark.chaos
 def test_kill_during_quality_then_rerun_loses_and_duplicates_nothing(spark, generated_root, tmp_path):
-    from tests.conftest import MISBENCH_CLI, kill_after_commits, rerun_in_this_process
-
     lake = copy_lake(spark, generated_root, tmp_path / "lake")
     command = [*MISBENCH_CLI, "quality", "--lake", lake.root,
                "--set", "spark.master=local[2]", *[x for s in SLOW_FAKE for x in ("--set", s)],
