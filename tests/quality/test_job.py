@@ -114,7 +114,11 @@ def test_hand_made_bad_texts_are_dropped_for_the_right_reason(checked):
     assert refusal.failed_filter == "completeness" and "refusal" in refusal.reasons[0]
     assert refusal.entailment_score is None  # incomplete texts never reach the models
     contradicts = qc["handmade-contradicts"]
-    assert contradicts.failed_filter == "entailment" and contradicts.on_topic
+    # correct evidence that never names its answer fails the rules first (hypotheses() gives
+    # correct rows their own answer); the judge still scores it, and finds the claim not entailed
+    assert contradicts.failed_filter == "content" and contradicts.on_topic
+    assert "content: does not name its answer 'United Kingdom'" in contradicts.reasons
+    assert any(r.startswith("entailment: ") for r in contradicts.reasons), contradicts.reasons
     assert contradicts.hypothesis == qc["handmade-good"].hypothesis  # the claim's own statement
     off_topic = qc["handmade-off-topic"]
     assert any(r.startswith("similarity: off topic") for r in off_topic.reasons) and not off_topic.on_topic

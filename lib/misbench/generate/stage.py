@@ -264,7 +264,8 @@ def entry_requests(
             .withColumn("opening", claim_sentence("conflict_statement")) \
             .withColumn("period", F.when(F.col("valid_from").isNotNull(), period_words()))
         fields = {"words": "words", "subject": "subject_label", "statement": "opening", "question": "question",
-                  "answer_note": "answer_note", "bridge_note": "bridge_note", "opening": "opening"}
+                  "answer": "conflict_label", "answer_note": "answer_note", "bridge_note": "bridge_note",
+                  "opening": "opening"}
         if kind == "semantic":  # the other entity's description, then the claim about it
             rows = rows.join(descriptions.select("claim_id", F.col("description").alias("rewritten_description"),
                                                  "description_sentence",

@@ -16,7 +16,7 @@ from misbench.refusals import find_refusal
 
 # Part of quality's results key: raise it when a rule here changes what passes, so texts an
 # earlier version judged are judged again (settings alone would not tell).
-RULES_VERSION = 6
+RULES_VERSION = 7
 # Filters in the order the pipeline applies them; a row's ``failed_filter`` is the first one
 # it fails, and quality_stats counts rows in and out of each in this order.
 FILTERS = ("completeness", "content", "entailment", "similarity")
@@ -212,6 +212,30 @@ def true_answer_named(text: str, true_answer: str | None, aliases: Sequence[str]
     return _named(names_true_answer, text, true_answer, aliases, false_answer, subject)
 
 
+# A date as the claims stage labels one: "4 March 1890", "March 1890", "1890", "50 BC".
+_DATE_LABEL = re.compile(r"(?:\d{1,2} )?(?:(?:january|february|march|april|may|june|july|august|september|"
+                         r"october|november|december) )?\d{1,4}(?: BCE?| CE| AD)?", re.IGNORECASE)
+
+
+def answer_named(text: str, answer: str, aliases: Sequence[str] = ()) -> bool:
+    """Whether ``text`` names ``answer`` anywhere: its label, any alias (where a text must name
+    its answer, one-word aliases count too: "Britain"; short forms only as written and only
+    the answer's initials: "UK"), or, for a date, its year ("in March 1890" for 4 March 1890)."""
+    if names(text, answer) or (_DATE_LABEL.fullmatch(answer.strip()) and _fits(text, answer)):
+        return True
+    for alias in aliases or ():
+        core = re.sub(r"^the\s+", "", (alias or "").strip(), flags=re.IGNORECASE)
+        if not core:
+            continue
+        if _SHORT_FORM.fullmatch(core):
+            letters = core.replace(".", "")
+            if _initials(answer).startswith(letters) and names(_as_written_only(text, letters), letters):
+                return True
+        elif names(text, core):
+            return True
+    return False
+
+
 def repeats_question(text: str, question: str) -> bool:
     """Whether ``text`` holds the question itself, its question mark included (a relative
     clause such as "who directed Jaws" is not the question "Who directed Jaws?")."""
@@ -315,10 +339,10 @@ def content_failures(text: str, facts: ContentFacts, settings: dict, echo_grams:
     """Why a complete text does not say what its row says, by rules (no model); empty when it
     passes. ``settings``: the ``quality.content`` section. Every text: no talk about the text,
     the prompt or the task (``meta_patterns``), no run of the prompts' wording, not the
-    question itself. Misinformation: names its subject, neither calls its claim false or a
-    myth (``disputes_claim``) nor denies it (``denies_claim``), and never names the true answer (by
-    its label or an alias) beside it or away from its false answer
-    (``true_answer_named_against_claim``). Temporal:
+    question itself. Correct evidence: names its answer (``answer_named``). Misinformation:
+    names its subject, neither calls its claim false or a myth (``disputes_claim``) nor denies
+    it (``denies_claim``), and never names the true answer (by its label or an alias) beside it
+    or away from its false answer (``true_answer_named_against_claim``). Temporal:
     names its period, and every sentence that states the false claim (names the subject and
     the false answer) names the period too (a year inside it, or words such as "during this
     period") and says nothing timeless ("has always been"). Semantic: uses the description of the other entity
@@ -343,6 +367,11 @@ def content_failures(text: str, facts: ContentFacts, settings: dict, echo_grams:
     if common:
         reasons.append(f"content: reads its subject as a common noun ({common!r})")
     if facts.kind == "correct":
+        # correct evidence states its claim: a text that never names the answer ("Scotland's
+        # position as a constitutional monarchy", never "United Kingdom") leaves the reader to
+        # guess it, and a small judge takes the answer's description for the answer
+        if facts.true_answer and not answer_named(text, facts.true_answer, facts.true_aliases):
+            reasons.append(f"content: does not name its answer {facts.true_answer!r}")
         return reasons
     disputed = disputes_claim(text, facts.subject, facts.false_answer, _pattern(settings, "dispute_patterns"))
     if disputed:

@@ -2,7 +2,8 @@
 
 Per text, in the paper's order with one filter of ours: completeness (no refusal or
 disclaimer, not cut off, length near the target), content (rules, no model: no talk about the
-text or the task, no prompt wording, misinformation names its subject and not the true answer, a temporal
+text or the task, no prompt wording, correct evidence names its answer, misinformation names its
+subject and not the true answer, a temporal
 text keeps its claim inside its period, a semantic text describes the other entity; see
 ``checks.content_failures``), entailment (the text entails its statement: the claim's for
 correct evidence, the conflicting claim's for misinformation; and only that: misinformation
@@ -53,18 +54,12 @@ def hypotheses(claims: DataFrame, conflicts: DataFrame, aliases: DataFrame | Non
     """claim_id, kind -> the statement a text of that kind must entail (``hypothesis``), the
     one it must not (``contrary_hypothesis``: the factual conflict for correct evidence, the
     true claim for misinformation; ``description_contrary``: for semantic misinformation, the
-    subject as the better-known entity of its name), the answers (misinformation must not
-    name the true one, by its label or an alias: ``aliases``, id and aliases, the entities'),
-    a temporal conflict's years and the question. A temporal conflict's
+    subject as the better-known entity of its name), the answers (correct evidence must name
+    its own, ``true_answer`` there; misinformation must not name the true one; either by its
+    label or an alias: ``aliases``, id and aliases, the entities'), a temporal conflict's years and the question. A temporal conflict's
     statement carries its validity period: the period is the conflict."""
     factual = conflicts.where(F.col("kind") == "factual").select("claim_id", F.col("statement").alias("factual"))
     names = claims.select("claim_id", F.col("subject_label").alias("subject"), "question", "relation")
-    correct = claims.join(factual, "claim_id", "left").select(
-        "claim_id", F.lit("correct").alias("kind"), F.col("statement").alias("hypothesis"),
-        F.col("factual").alias("contrary_hypothesis"), F.lit(None).cast("string").alias("description_contrary"),
-        F.lit(None).cast("string").alias("true_answer"), F.lit(None).cast("array<string>").alias("true_aliases"),
-        F.lit(None).cast("string").alias("false_answer"),
-        F.lit(None).cast("string").alias("from_year"), F.lit(None).cast("string").alias("until_year"))
     truths = claims.select("claim_id", "object_id", F.col("statement").alias("true_statement"),
                            F.col("subject_label").alias("named"), F.col("object_label").alias("true_label"))
     if aliases is None:
@@ -72,6 +67,14 @@ def hypotheses(claims: DataFrame, conflicts: DataFrame, aliases: DataFrame | Non
     else:
         truths = truths.join(aliases.select(F.col("id").alias("object_id"), F.col("aliases").alias("true_aliases")),
                              "object_id", "left")
+    # correct evidence names its answer (label, alias or a date's year): true_answer is the
+    # claim's own answer there
+    correct = truths.join(factual, "claim_id", "left").select(
+        "claim_id", F.lit("correct").alias("kind"), F.col("true_statement").alias("hypothesis"),
+        F.col("factual").alias("contrary_hypothesis"), F.lit(None).cast("string").alias("description_contrary"),
+        F.col("true_label").alias("true_answer"), "true_aliases",
+        F.lit(None).cast("string").alias("false_answer"),
+        F.lit(None).cast("string").alias("from_year"), F.lit(None).cast("string").alias("until_year"))
     conflicting = conflicts.join(truths.drop("object_id"), "claim_id", "left").select(
         "claim_id", "kind",
         claim_sentence("statement").alias("hypothesis"),
@@ -171,7 +174,7 @@ def verdict_frame(batch: pd.DataFrame, settings: dict, entailer, similar) -> pd.
         text = _text(row["text"]) or ""
         true_answer = _text(row["true_answer"])
         # the content rule's own test, so the column agrees with the verdict
-        names_true = None if index not in entailment or true_answer is None else \
+        names_true = None if index not in entailment or true_answer is None or row["kind"] == "correct" else \
             checks.true_answer_named_against_claim(text, true_answer, _texts(row["true_aliases"]),
                                                    _text(row["false_answer"]), _text(row["subject"]) or "") is not None
         row_reasons = list(reasons[index])
