@@ -151,9 +151,10 @@ def _initials(label: str) -> str:
     return "".join(w[0] for w in re.findall(r"[^\W_]+", label) if w.lower() not in _NOT_INITIALS).upper()
 
 
-def _alias_names(true_answer: str, aliases: Sequence[str]) -> list[tuple[str, str | None]]:
+def _alias_names(true_answer: str, aliases: Sequence[str], one_word: bool = False) -> list[tuple[str, str | None]]:
     """(alias, its letters where it is a short form matched only as written, else None) for
-    each alias of ``true_answer`` worth checking."""
+    each alias of ``true_answer`` worth checking. ``one_word``: one-word aliases too ("Britain"),
+    where a text must name its answer rather than must not."""
     out = []
     for alias in aliases or ():
         core = re.sub(r"^the\s+", "", (alias or "").strip(), flags=re.IGNORECASE)
@@ -162,7 +163,7 @@ def _alias_names(true_answer: str, aliases: Sequence[str]) -> list[tuple[str, st
         if _SHORT_FORM.fullmatch(core):
             if _initials(true_answer).startswith(core.replace(".", "")):  # "US" for the USA too
                 out.append((core, core.replace(".", "")))
-        elif len(core.split()) >= 2:
+        elif one_word or len(core.split()) >= 2:
             out.append((core, None))
     return out
 
@@ -184,14 +185,14 @@ def _as_written_only(text: str, letters: str) -> str:
 
 
 def _named(test: Callable[[str, str, str | None, str], bool], text: str, true_answer: str | None,
-           aliases: Sequence[str], false_answer: str | None, subject: str) -> str | None:
+           aliases: Sequence[str], false_answer: str | None, subject: str, one_word: bool = False) -> str | None:
     """The first of the true answer's names (its label, then its aliases worth checking) for
     which ``test(text, name, false_answer, subject)`` holds; None when none does."""
     if not true_answer:
         return None
     if test(text, true_answer, false_answer, subject):
         return true_answer
-    for alias, letters in _alias_names(true_answer, aliases):
+    for alias, letters in _alias_names(true_answer, aliases, one_word):
         if test(_as_written_only(text, letters) if letters else text, letters or alias, false_answer, subject):
             return alias
     return None
@@ -221,19 +222,10 @@ def answer_named(text: str, answer: str, aliases: Sequence[str] = ()) -> bool:
     """Whether ``text`` names ``answer`` anywhere: its label, any alias (where a text must name
     its answer, one-word aliases count too: "Britain"; short forms only as written and only
     the answer's initials: "UK"), or, for a date, its year ("in March 1890" for 4 March 1890)."""
-    if names(text, answer) or (_DATE_LABEL.fullmatch(answer.strip()) and _fits(text, answer)):
+    if _DATE_LABEL.fullmatch(answer.strip()) and _fits(text, answer):
         return True
-    for alias in aliases or ():
-        core = re.sub(r"^the\s+", "", (alias or "").strip(), flags=re.IGNORECASE)
-        if not core:
-            continue
-        if _SHORT_FORM.fullmatch(core):
-            letters = core.replace(".", "")
-            if _initials(answer).startswith(letters) and names(_as_written_only(text, letters), letters):
-                return True
-        elif names(text, core):
-            return True
-    return False
+    return _named(lambda text, name, _false, _subject: names(text, name), text, answer, aliases, None, "",
+                  one_word=True) is not None
 
 
 def repeats_question(text: str, question: str) -> bool:

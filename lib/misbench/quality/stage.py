@@ -3,9 +3,8 @@
 Per text, in the paper's order with one filter of ours: completeness (no refusal or
 disclaimer, not cut off, length near the target), content (rules, no model: no talk about the
 text or the task, no prompt wording, correct evidence names its answer, misinformation names its
-subject and not the true answer, a temporal
-text keeps its claim inside its period, a semantic text describes the other entity; see
-``checks.content_failures``), entailment (the text entails its statement: the claim's for
+subject and not the true answer, a temporal text keeps its claim inside its period, a semantic
+text describes the other entity; see ``checks.content_failures``), entailment (the text entails its statement: the claim's for
 correct evidence, the conflicting claim's for misinformation; and only that: misinformation
 that also entails the true claim, or a semantic text that describes the better-known entity
 of the name, fails, and so does correct evidence that entails the factual conflict),
@@ -56,8 +55,9 @@ def hypotheses(claims: DataFrame, conflicts: DataFrame, aliases: DataFrame | Non
     true claim for misinformation; ``description_contrary``: for semantic misinformation, the
     subject as the better-known entity of its name), the answers (correct evidence must name
     its own, ``true_answer`` there; misinformation must not name the true one; either by its
-    label or an alias: ``aliases``, id and aliases, the entities'), a temporal conflict's years and the question. A temporal conflict's
-    statement carries its validity period: the period is the conflict."""
+    label or an alias: ``aliases``, id and aliases, the entities'), a temporal conflict's
+    years and the question. A temporal conflict's statement carries its validity period: the
+    period is the conflict."""
     factual = conflicts.where(F.col("kind") == "factual").select("claim_id", F.col("statement").alias("factual"))
     names = claims.select("claim_id", F.col("subject_label").alias("subject"), "question", "relation")
     truths = claims.select("claim_id", "object_id", F.col("statement").alias("true_statement"),
