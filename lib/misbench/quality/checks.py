@@ -16,7 +16,7 @@ from misbench.refusals import find_refusal
 
 # Part of quality's results key: raise it when a rule here changes what passes, so texts an
 # earlier version judged are judged again (settings alone would not tell).
-RULES_VERSION = 7
+RULES_VERSION = 8
 # Filters in the order the pipeline applies them; a row's ``failed_filter`` is the first one
 # it fails, and quality_stats counts rows in and out of each in this order.
 FILTERS = ("completeness", "content", "entailment", "similarity")
@@ -334,10 +334,13 @@ def content_failures(text: str, facts: ContentFacts, settings: dict, echo_grams:
     question itself. Correct evidence: names its answer (``answer_named``). Misinformation:
     names its subject, neither calls its claim false or a myth (``disputes_claim``) nor denies
     it (``denies_claim``), and never names the true answer (by its label or an alias) beside it
-    or away from its false answer (``true_answer_named_against_claim``). Temporal:
+    or away from its false answer (``true_answer_named_against_claim``); where the claim puts
+    the subject inside its answer, neither makes the two neighbours (``places_apart``) nor one
+    thing nor takes the subject out (``_containment_failures``). Temporal:
     names its period, and every sentence that states the false claim (names the subject and
     the false answer) names the period too (a year inside it, or words such as "during this
-    period") and says nothing timeless ("has always been"). Semantic: uses the description of the other entity
+    period"), says nothing timeless ("has always been") and gives the period to no other event
+    ("was established from July 1, 2031"). Semantic: uses the description of the other entity
     it is about (an entry opens with it by construction: the rule holds the style rewrites
     to it)."""
     reasons = []
@@ -375,9 +378,11 @@ def content_failures(text: str, facts: ContentFacts, settings: dict, echo_grams:
         if facts.within else None
     if apart:
         reasons.append(f"content: places its subject beside its answer, not in it ({apart!r})")
+    if facts.within:
+        reasons += _containment_failures(text, facts, settings)
     named = true_answer_named_against_claim(text, facts.true_answer, facts.true_aliases, facts.false_answer,
                                             facts.subject)
-    if named == facts.true_answer:
+    if named and named == facts.true_answer:
         reasons.append(f"content: names the true answer {facts.true_answer!r}")
     elif named:  # its own rule in quality_stats: what the aliases add
         reasons.append(f"content: names the true answer by another name ({named!r} for {facts.true_answer!r})")
@@ -486,10 +491,38 @@ def places_apart(text: str, subject: str, answer: str | None, patterns: tuple[st
     return None
 
 
+def _containment_failures(text: str, facts: ContentFacts, settings: dict) -> list[str]:
+    """Where the claim puts the subject inside its false answer: a sentence that makes the
+    two one ("Scotland is indeed the country of Algeria", ``equates_patterns``), or takes the
+    subject out of it ("Scottish Independence from Algeria", ``leaves_patterns``; in a
+    temporal text not in a sentence naming the period's end year or a later one, which may
+    tell how the period ended)."""
+    if not facts.false_answer or not facts.false_answer.strip() or not facts.subject.strip():
+        return []
+    reasons = []
+    fill = (lambda key: _apart_pattern(tuple(settings.get(key) or ()), facts.subject, facts.false_answer))
+    equates, leaves = fill("equates_patterns"), fill("leaves_patterns")
+    found = equates.search(text) if equates else None
+    if found:
+        reasons.append(f"content: makes its subject its answer ({found.group(0)!r})")
+    for sentence in sentences(text) if leaves else ():
+        ended = facts.until_year and any(int(y) >= int(facts.until_year) for y in _YEAR.findall(sentence))
+        found = None if ended else leaves.search(sentence)
+        if found:
+            reasons.append(f"content: takes its subject out of its answer ({found.group(0)!r})")
+            break
+    return reasons
+
+
 def _period_failures(text: str, facts: ContentFacts, settings: dict) -> list[str]:
     reasons = []
     if facts.from_year not in set(_YEAR.findall(text)):
         reasons.append(f"content: does not name its period (from {facts.from_year})")
+    events = _joined(tuple(p.replace("<Y>", re.escape(facts.from_year))
+                           for p in settings.get("period_event_patterns") or ()))
+    found = events.search(text) if events else None
+    if found:
+        reasons.append(f"content: gives its period to another fact ({found.group(0)!r})")
     timeless = _pattern(settings, "timeless_patterns")
     refers = _pattern(settings, "period_references")
     if not facts.false_answer:
