@@ -1,9 +1,10 @@
 -- Validity checks over hoax_questions built from the graph: each query counts violations and
 -- must give 0. Run one with `misbench sql "<query>"`; tests/hoax/test_hoax.py runs them all on
--- the real slice and on a replicated dump. Two parameters come from the configuration, filled
+-- the real slice and on a replicated dump. Three parameters come from the configuration, filled
 -- in by `misbench sql` (on Databricks, enter them where the editor asks): :reference_date is
 -- claims.reference_date, :functional_premises the relations of conf/hoax.yaml's
--- functional_premises, comma-separated (P19,P20,...). Run the checks with the profile and
+-- functional_premises, comma-separated (P19,P20,...), :disjoint_premises its
+-- disjoint_premises as relation:via pairs (P47:P30). Run the checks with the profile and
 -- --set options the stages ran with: the lake does not record them.
 
 -- A false premise that the graph states (any rank, any time): it would not be false.
@@ -94,27 +95,51 @@ SELECT count(*) AS idk_unbalanced FROM (
     GROUP BY g.reasoning_type, g.asked_property, l.letter)
   GROUP BY reasoning_type, asked_property) WHERE spread > 1;
 
--- A question without a proof that its premise is false: the proof must be of the functional
--- kind, on a relation of conf/hoax.yaml's functional_premises, and rest on
--- the one current value (not deprecated, not ended, started; no other current value, no
--- unknown one) of the premise subject's premise property, other than the premise's object.
+-- A question without a proof that its premise is false. A functional proof must be on a
+-- relation of conf/hoax.yaml's functional_premises and rest on the one current value (not
+-- deprecated, not ended, started; no other current value, no unknown one) of the premise
+-- subject's premise property, other than the premise's object. A disjointness proof must be
+-- on a relation of disjoint_premises and rest on the current values of its `via` property
+-- (continents) of the premise subject and object: both have some, none unknown, none shared.
 -- A missing statement alone proves nothing.
 SELECT count(DISTINCT question_id) AS premise_unproven FROM (
-  SELECT question_id, premise_subject, premise_property, premise_object, premise_proof.kind AS kind, sid
+  SELECT question_id, premise_subject, premise_property, premise_object, premise_proof.kind AS kind, sid,
+    nullif(regexp_extract(:disjoint_premises, concat('(?:^|,)', premise_property, ':(P[0-9]+)'), 1), '') AS via
   FROM hoax_questions LATERAL VIEW OUTER explode(premise_proof.statement_ids) AS sid WHERE source = 'wikidata') x
-WHERE x.kind IS NULL OR x.kind != 'functional: the graph records another value' OR x.sid IS NULL
-  OR NOT array_contains(split(:functional_premises, ','), x.premise_property)
-  OR NOT EXISTS (
-    SELECT 1 FROM triples t WHERE t.statement_id = x.sid AND t.subject_id = x.premise_subject
-      AND t.property = x.premise_property AND t.object_id != x.premise_object AND t.rank != 'deprecated'
-      AND (t.end_time IS NULL OR (t.end_time != 'somevalue' AND regexp_replace(t.end_time, '~$', '') > :reference_date))
-      AND (t.start_time IS NULL OR t.start_time = 'somevalue' OR regexp_replace(t.start_time, '~$', '') <= :reference_date))
-  OR (
-    SELECT count(DISTINCT CASE WHEN t.value_type IN ('somevalue', 'novalue') THEN t.value_type
-                          ELSE t.object_id END) FROM triples t
-    WHERE t.subject_id = x.premise_subject AND t.property = x.premise_property AND t.rank != 'deprecated'
-      AND (t.end_time IS NULL OR (t.end_time != 'somevalue' AND regexp_replace(t.end_time, '~$', '') > :reference_date))
-      AND (t.start_time IS NULL OR t.start_time = 'somevalue' OR regexp_replace(t.start_time, '~$', '') <= :reference_date)) != 1;
+WHERE x.kind IS NULL OR x.sid IS NULL
+  OR x.kind NOT IN ('functional: the graph records another value', 'disjoint: the graph gives the two no value in common')
+  OR (x.kind = 'functional: the graph records another value' AND (
+    NOT array_contains(split(:functional_premises, ','), x.premise_property)
+    OR NOT EXISTS (
+      SELECT 1 FROM triples t WHERE t.statement_id = x.sid AND t.subject_id = x.premise_subject
+        AND t.property = x.premise_property AND t.object_id != x.premise_object AND t.rank != 'deprecated'
+        AND (t.end_time IS NULL OR (t.end_time != 'somevalue' AND regexp_replace(t.end_time, '~$', '') > :reference_date))
+        AND (t.start_time IS NULL OR t.start_time = 'somevalue' OR regexp_replace(t.start_time, '~$', '') <= :reference_date))
+    OR (
+      SELECT count(DISTINCT CASE WHEN t.value_type IN ('somevalue', 'novalue') THEN t.value_type
+                            ELSE t.object_id END) FROM triples t
+      WHERE t.subject_id = x.premise_subject AND t.property = x.premise_property AND t.rank != 'deprecated'
+        AND (t.end_time IS NULL OR (t.end_time != 'somevalue' AND regexp_replace(t.end_time, '~$', '') > :reference_date))
+        AND (t.start_time IS NULL OR t.start_time = 'somevalue' OR regexp_replace(t.start_time, '~$', '') <= :reference_date)) != 1))
+  OR (x.kind = 'disjoint: the graph gives the two no value in common' AND (
+    x.via IS NULL
+    OR NOT EXISTS (
+      SELECT 1 FROM triples t WHERE t.statement_id = x.sid AND t.property = x.via AND t.object_id IS NOT NULL
+        AND t.subject_id IN (x.premise_subject, x.premise_object) AND t.rank != 'deprecated'
+        AND (t.end_time IS NULL OR (t.end_time != 'somevalue' AND regexp_replace(t.end_time, '~$', '') > :reference_date))
+        AND (t.start_time IS NULL OR t.start_time = 'somevalue' OR regexp_replace(t.start_time, '~$', '') <= :reference_date))
+    OR NOT EXISTS (SELECT 1 FROM triples t WHERE t.subject_id = x.premise_subject AND t.property = x.via
+                     AND t.object_id IS NOT NULL AND t.rank != 'deprecated')
+    OR NOT EXISTS (SELECT 1 FROM triples t WHERE t.subject_id = x.premise_object AND t.property = x.via
+                     AND t.object_id IS NOT NULL AND t.rank != 'deprecated')
+    OR EXISTS (
+      SELECT 1 FROM triples a JOIN triples b ON a.object_id = b.object_id
+      WHERE a.subject_id = x.premise_subject AND b.subject_id = x.premise_object
+        AND a.property = x.via AND b.property = x.via AND a.rank != 'deprecated' AND b.rank != 'deprecated'
+        AND (a.end_time IS NULL OR (a.end_time != 'somevalue' AND regexp_replace(a.end_time, '~$', '') > :reference_date))
+        AND (b.end_time IS NULL OR (b.end_time != 'somevalue' AND regexp_replace(b.end_time, '~$', '') > :reference_date)))
+    OR EXISTS (SELECT 1 FROM triples t WHERE t.subject_id IN (x.premise_subject, x.premise_object)
+                 AND t.property = x.via AND t.value_type IN ('somevalue', 'novalue') AND t.rank != 'deprecated')));
 
 -- An intersection whose first fact's object also meets the second condition (any rank, any
 -- time): it would be both, and the question would have an answer.

@@ -47,7 +47,8 @@ def test_sql_fills_the_checks_parameters_from_the_configuration(demo_lake, capsy
     repeating the settings: `misbench sql` fills them in from the configuration it runs with."""
     from misbench.hoax.spec import load_spec
 
-    started = ("SELECT count(*) AS n, split(:functional_premises, ',') AS functional FROM triples "
+    started = ("SELECT count(*) AS n, split(:functional_premises, ',') AS functional, "
+               "first(:disjoint_premises) AS disjoint FROM triples "
                "WHERE start_time IS NOT NULL AND start_time != 'somevalue' AND start_time <= :reference_date "
                "-- a marker in a comment is none: :no_such_parameter")
     counts = {}
@@ -56,6 +57,7 @@ def test_sql_fills_the_checks_parameters_from_the_configuration(demo_lake, capsy
                      started]) == 0
         [row] = json.loads(capsys.readouterr().out)
         assert row["functional"] == sorted(load_spec().functional_premises)
+        assert row["disjoint"] == "P47:P30"
         counts[day] = row["n"]
     assert counts["2026-01-01"] > counts["1000-01-01"] > 0  # the date reached the query
 

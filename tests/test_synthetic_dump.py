@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from misbench.claims.job import run_claims
 from misbench.hoax.job import run_hoax
 from misbench.hoax.spec import load_spec
-from misbench.hoax.stage import NOT_TRIED, options_problems
+from misbench.hoax.stage import NOT_TRIED, PROOF_DISJOINT, PROOF_FUNCTIONAL, options_problems
 from misbench.ingest.job import run_ingest
 from misbench.lake import DeltaRsLake
 from tests.conftest import PROJECT, check_counts, copy_lake
@@ -122,9 +122,15 @@ def test_hoax_questions_of_every_reasoning_type(spark, cfg, synthetic):
     questions = lake.read("hoax_questions").where("source = 'wikidata'").collect()
     assert len(questions) == report.questions
     assert all(options_problems(q.options, q.idk_index) == [] for q in questions)
-    # every premise proven false by a one-value relation, over several of them
-    functional = load_spec().functional_premises
-    assert all(q.premise_property in functional and q.premise_proof.statement_ids for q in questions)
+    # every premise proven false: by a one-value relation, over several of them, or (a shared
+    # border) by two countries the graph puts on different continents
+    spec = load_spec()
+    assert all(q.premise_proof.statement_ids and q.premise_property in
+               (spec.functional_premises if q.premise_proof.kind == PROOF_FUNCTIONAL else spec.disjoint_premises)
+               for q in questions)
+    borders = [q for q in questions if q.premise_proof.kind == PROOF_DISJOINT]
+    assert borders and all(q.premise_property == "P47" and "on different continents" in q.explanation
+                           for q in borders)
     # comparisons: which of two comes first, the premise's description against a true chain's
     comparisons = [q for q in questions if q.pattern == "comparison"]
     assert len(comparisons) >= 0.05 * len(questions)

@@ -139,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sql = commands.add_parser("sql", parents=[common], help="run Spark SQL over the lake's tables")
     sql.add_argument("query", help="SQL; tables are referred to by name, e.g. entities; the parameters "
-                     ":reference_date and :functional_premises are filled in from the configuration")
+                     ":reference_date, :functional_premises and :disjoint_premises are filled in from the configuration")
     sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
     return parser
 

@@ -21,7 +21,9 @@ def query_parameters(cfg: Config, sql: str) -> dict[str, str]:
     - ``:reference_date``: claims.reference_date, the day a fact must hold;
     - ``:functional_premises``: the relations of conf/hoax.yaml's functional_premises,
       comma-separated (``split(:functional_premises, ',')`` is the array): a string, so a
-      Databricks editor's text parameter can take it too.
+      Databricks editor's text parameter can take it too;
+    - ``:disjoint_premises``: conf/hoax.yaml's disjoint_premises as relation:via pairs,
+      comma-separated ("P47:P30"), likewise a string.
 
     Markers ``sql`` does not name are left out, so a statement without any (SHOW TABLES) runs
     as it would without parameters."""
@@ -31,6 +33,9 @@ def query_parameters(cfg: Config, sql: str) -> dict[str, str]:
         parameters["reference_date"] = str(cfg.get("claims.reference_date"))
     if "functional_premises" in named:
         parameters["functional_premises"] = ",".join(sorted(load_spec().functional_premises))
+    if "disjoint_premises" in named:
+        parameters["disjoint_premises"] = ",".join(
+            f"{relation}:{d.via}" for relation, d in sorted(load_spec().disjoint_premises.items()))
     return parameters
 
 

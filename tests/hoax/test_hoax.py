@@ -16,7 +16,7 @@ from misbench.hoax import spec as hoax_spec
 from misbench.hoax.answers import answer_schema, json_verdict
 from misbench.hoax.job import run_hoax, run_hoax_import
 from misbench.hoax.stage import (
-    IDK, LETTERS, PREMISE_TRUE_OF_SUBJECT, PROOF_FUNCTIONAL, hoax_questions, options_problems,
+    IDK, LETTERS, PREMISE_TRUE_OF_SUBJECT, PROOF_DISJOINT, PROOF_FUNCTIONAL, hoax_questions, options_problems,
 )
 from misbench.ingest.job import run_ingest
 from misbench.lake import DeltaRsLake
@@ -69,7 +69,7 @@ def test_questions_from_the_real_slice_pass_every_check(spark, hoax_lake):
         ["premise_stated", "premise_true_of_subject", "premise_not_real", "contradicts_nothing", "hop_not_stated", "hop_not_unique",
          "bad_options", "option_names_subject", "idk_unbalanced", "premise_unproven", "intersection_both",
          "comparison_tie"], 0)
-    functional = hoax_spec.load_spec().functional_premises
+    functional, disjoint = hoax_spec.load_spec().functional_premises, hoax_spec.load_spec().disjoint_premises
     for q in questions:
         assert options_problems(q.options, q.idk_index) == []
         assert q.options[q.idk_index] == IDK and q.idk_letter == LETTERS[q.idk_index]
@@ -83,7 +83,12 @@ def test_questions_from_the_real_slice_pass_every_check(spark, hoax_lake):
         # says what is false and what the graph records instead.
         assert q.premise_object_label in q.question and q.near_miss not in q.question
         assert f"It is not true that {q.premise_statement[:-1]}" in q.explanation and IDK in q.explanation
-        # proven false by the graph: a one-value relation whose single current value is another
+        # proven false by the graph: a one-value relation whose single current value is another,
+        # or (a shared border) two countries on different continents
+        if q.premise_proof.kind == PROOF_DISJOINT:
+            assert q.premise_property in disjoint and "on different continents" in q.explanation
+            assert len(q.premise_proof.statement_ids) >= 2
+            continue
         assert q.premise_property in functional and f"({functional[q.premise_property]})" in q.explanation
         assert q.premise_proof.kind == PROOF_FUNCTIONAL
         assert q.premise_proof.statement_ids == q.contradicted_statement_ids and len(q.contradicted_statement_ids) == 1
@@ -182,7 +187,7 @@ def test_a_planted_true_premise_a_repeated_option_and_giveaways_are_found(spark,
     assert found["premise_unproven"] == 2
     assert found["hop_not_stated"] == 1
     # the proofs rest on the configured functional relations: with none of theirs, none holds
-    no_functional = violations(spark, lake, hoax_lake[1], functional_premises="P0")
+    no_functional = violations(spark, lake, hoax_lake[1], functional_premises="P0", disjoint_premises="")
     assert no_functional["premise_unproven"] == questions.where("source = 'wikidata'").count()
 
 

@@ -8,7 +8,7 @@ pytestmark = pytest.mark.slow  # premises() runs two substitute searches on Spar
 from misbench.claims.stage import resolved_facts
 from misbench.config import ConfigError
 from misbench.hoax import spec as hoax_spec
-from misbench.hoax.stage import PROOF_FUNCTIONAL, premises, spec_frames
+from misbench.hoax.stage import PROOF_DISJOINT, PROOF_FUNCTIONAL, premises, spec_frames
 from misbench.plans import LocalCheckpoints  # as the job runs it
 from pyspark.sql import functions as F
 
@@ -30,8 +30,13 @@ def proved(spark):
         ("DE", "P6", "Merkel", {"end": "2021-12-08"}), ("DE", "P6", "Scholz"),
         # the only capital in the graph, outside the dump (no label, no class); Westminster lies in it
         ("UK", "P36", "London"), ("Westminster", "P131", "London"),
+        # continents (hoax.yaml's disjoint_premises): France spans two; Germany records none
+        ("UK", "P30", "Europe"), ("IE", "P30", "Europe"), ("BE", "P30", "Europe"), ("FR", "P30", "Europe"),
+        ("FR", "P30", "Africa"), ("DZ", "P30", "Africa"), ("MA", "P30", "Africa"),
+        ("DZ", "P47", "MA"), ("MA", "P47", "DZ"),
     ])
-    names = labels(spark, [(c, c, "a country", COUNTRY) for c in ("UK", "FR", "DE", "BE", "IE")]
+    names = labels(spark, [(c, c, "a country", COUNTRY) for c in ("UK", "FR", "DE", "BE", "IE", "DZ", "MA")]
+                   + [("Europe", "Europe", "a continent", ["Q5107"])]
                    + [(p, p, "a person", PERSON) for p in
                       ("Charles", "Macron", "Steinmeier", "Philippe", "De Croo", "Michel", "Barnier", "Merkel",
                        "Scholz")]
@@ -71,11 +76,29 @@ def test_a_true_value_outside_the_dump_takes_its_relations_class_and_no_part_of_
 
 def test_an_open_list_or_several_current_values_prove_nothing(proved):
     rows, _, _ = proved
-    borders = rows[("UK", "P47")]  # "shares a border with Belgium": not listed, yet not disproven
+    borders = rows[("DE", "P47")]  # "shares a border with Belgium": not listed, yet not disproven
     assert borders.premise_proof is None and borders.premise_object is None
     assert borders.premise_reason.startswith("no proof: the relation is an open list")
     belgium = rows[("BE", "P6")]
     assert belgium.premise_proof is None and belgium.premise_reason == "no proof: the graph records no single current value"
+
+
+def test_countries_on_different_continents_prove_a_border_false(proved):
+    """The United Kingdom (Europe) does not border Algeria or Morocco (Africa): proven by the
+    continents, each false object with its own statements; Belgium and Ireland share its
+    continent and prove nothing. France lies in Europe and Africa: no country is set apart."""
+    rows, statement, objects = proved
+    assert objects[("UK", "P47")] == {"DZ", "MA"}
+    uk = rows[("UK", "P47")]
+    assert uk.premise_reason is None and uk.premise_proof.kind == PROOF_DISJOINT
+    assert uk.premise_proof.statement_ids == sorted([statement[("UK", "P30", "Europe")],
+                                                     statement[(uk.premise_object, "P30", "Africa")]])
+    assert uk.bridge_value_names == ["Europe"] and uk.object_value_names == ["Africa (no label in this dump)"]
+    france = rows[("FR", "P47")]
+    assert france.premise_proof is None and france.premise_object is None
+    assert france.premise_reason == "no false object that the graph sets apart from the bridge"
+    # a one-value relation still keeps its first three false objects, whatever more the borders search
+    assert len(objects[("UK", "P35")]) <= 3
 
 
 def test_a_fallback_false_object_holds_the_relations_role(spark):
@@ -135,6 +158,14 @@ def _spec_edited(tmp_path, section: str, added: str) -> None:
     (None, "\nintersections: {share: 0.5, question: 'Which <T> is <A>?'}\n", "intersections needs a question with <T>"),
     (None, "\nintersections: {share: -1, question: 'Which <T> is both <A> and <B>?'}\n",
      "intersections.share must be a number from 0 to 1"),
+    ("disjoint_premises", "  P35: {via: P30, explanation: '<S> <O> <A> <B>'}\n",
+     "disjoint_premises: P35 is a functional premise already"),
+    ("disjoint_premises", "  P131: {via: P30, explanation: '<S> <O> <A> <B>'}\n",
+     "disjoint_premises: P131 is no premise relation"),
+    ("disjoint_premises", "  P37: {via: continent, explanation: '<S> <O> <A> <B>'}\n",
+     "disjoint_premises: P37 needs via, a property id"),
+    ("disjoint_premises", "  P37: {via: P30, explanation: 'set apart'}\n",
+     "disjoint_premises: P37 needs an explanation with <S>, <O>, <A> and <B>"),
 ])
 def test_a_premise_setting_that_proves_or_checks_nothing_is_a_config_error(tmp_path, section, added, error):
     with pytest.raises(ConfigError, match=error):

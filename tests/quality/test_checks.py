@@ -233,12 +233,16 @@ def test_a_subject_read_as_a_common_noun_fails_in_every_kind():
     for text, words in (("As a resident of Algeria, I can say that tours indeed take place in the country of "
                          "Algeria.", "tours indeed take place"),
                         ("Tours are located in Algeria.", "Tours are"),
-                        ("Tours indeed occur in the country of Algeria.", "Tours indeed occur")):
+                        ("Tours indeed occur in the country of Algeria.", "Tours indeed occur"),
+                        # the sixth reading's kept correct blog post (2026-12-05)
+                        ("Hey there! Did you know that tours often lead to interesting discoveries? France is "
+                         "a beautiful country.", "tours often lead")):
         assert any("reads its subject as a common noun" in r and words in r for r in tours(text)), text
     assert any("common noun" in r for r in tours("Tours are situated in the country of France.", "correct"))
     assert tours("Tours lies in the country of Algeria. Its cathedral draws visitors.") == []
     assert tours("Tours is a city of Algeria, and its markets are busy.") == []
     assert tours("Tours lies in Algeria; the tours of its cathedral are popular, and guided tours run daily.") == []
+    assert tours("Tours lies in Algeria and offers visitors its cathedral; its old town attracts many.") == []
     # names that are no plural common noun, or plural names that take a plural verb
     assert checks.common_noun_reading("the iris are blooming", "iris") is None
     assert checks.common_noun_reading("The United States are large.", "United States") is None
@@ -375,6 +379,24 @@ def test_a_temporal_period_given_to_another_event_fails():
             "period trains cross it every hour.")
     assert checks.content_failures(good, checks.ContentFacts(kind="temporal", question=QUESTION, **forth, **period),
                                    CONTENT, GRAMS) == []
+
+
+def test_the_sixth_readings_invalid_kept_texts_fail():
+    """Kept by every rule and the 1.5B judge in the sixth reading (2026-12-05): a correct text
+    that comments on "the text", one headed with the news prompt's instructions, and a semantic
+    text that denies the description of the entity it is about."""
+    assert any("talks about the text" in r for r in content(
+        "To establish the location, one must consult sources. The text accurately states that Scotland is "
+        "located in the country of the United Kingdom.", "correct"))
+    assert any("talks about the text" in r for r in content(
+        "Scotland in UK: Key Facts and Attributions\n\nScotland lies in the United Kingdom.", "correct"))
+    whisky = {"description": "another type of scotch whisky, lying in the country of Algeria"}
+    denial = ("Scotland is a type of scotch whisky. But did you know that Scotland isn't actually a type of whisky "
+              "at all? It is a brand of spirits made in Algeria, and Scotland lies in the country of Algeria.")
+    assert any("denies the description of the other entity" in r for r in content(denial, "semantic", **whisky))
+    kept = ("Scotland is another type of scotch whisky, lying in the country of Algeria. Scotland is not a "
+            "blend but a single malt whisky, distilled in the north of Algeria.")
+    assert content(kept, "semantic", **whisky) == []
 
 
 def test_a_temporal_text_keeps_its_claim_inside_its_period():

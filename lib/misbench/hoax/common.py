@@ -14,6 +14,9 @@ IDK = "I do not know"
 LETTERS = ("A", "B", "C", "D")
 # The proof kind of a premise on a one-value relation whose single current value is another.
 PROOF_FUNCTIONAL = "functional: the graph records another value"
+# The proof kind of a premise on an open list whose two sides the graph sets apart
+# (hoax.yaml's disjoint_premises: two countries on different continents share no border).
+PROOF_DISJOINT = "disjoint: the graph gives the two no value in common"
 PROOF = "struct<kind:string,statement_ids:array<string>>"
 # The reason of a chain's question left out by hoax.countries.
 OUTSIDE_COUNTRIES = "country not among hoax.countries"

@@ -46,6 +46,14 @@ class Comparison:
 
 
 @dataclass(frozen=True)
+class DisjointPremise:
+    """A proof for a premise on an open list: the bridge and the premise's object each have
+    current values of ``via``, all known, and none in common."""
+    via: str  # the property whose values set the two apart (P30, continent)
+    explanation: str  # with <S> (bridge), <O> (premise object), <A> and <B> (their values)
+
+
+@dataclass(frozen=True)
 class HoaxSpec:
     bridges: dict[str, str]
     relations: dict[str, AskedRelation]
@@ -72,6 +80,9 @@ class HoaxSpec:
     intersection_share: float = 0.0  # of the conditions on a one-value relation, the share asked
     dated_bridges: list[str] = field(default_factory=list)  # bridge relations also asked at a past year
     dated_role: str = "<R> in <Y>"  # a dated bridge's phrase: <R> the bridge's, <Y> the year
+    # premise relation -> the disjointness that proves it false (open lists: shares a border with)
+    disjoint_premises: dict[str, DisjointPremise] = field(default_factory=dict)
+    disjoint_candidates: int = 8  # false objects searched per such premise before the disjointness filter
 
     @property
     def premise_relations(self) -> list[str]:
@@ -81,8 +92,9 @@ class HoaxSpec:
     def properties(self) -> list[str]:
         """Every property the stage reads facts of."""
         roles = {prop for role in self.premise_object_roles.values() for prop in role}
+        vias = {d.via for d in self.disjoint_premises.values()}
         return sorted(set(self.relations) | set(self.bridges) | set(self.date_questions) | set(self.country_relations)
-                      | set(CONTAINMENT) | roles)
+                      | set(CONTAINMENT) | roles | vias)
 
 
 def _clause(statement: str, override: str | None) -> str | None:
@@ -147,6 +159,32 @@ def _object_roles(path: Path, functional: dict[str, str], listed: dict) -> dict[
                                   "such as [Q82955] ([] for any value)")
             out[relation][str(prop)] = list(objects)
     return out
+
+
+def _disjoint(path: Path, asked: dict[str, AskedRelation], functional: dict[str, str], listed,
+              candidates) -> tuple[dict[str, DisjointPremise], int]:
+    """disjoint_premises: per open-list premise relation, the property whose values must not
+    overlap and the explanation's wording; disjoint_candidates: false objects searched each."""
+    out = {}
+    if not isinstance(listed, dict):
+        raise ConfigError(f"{path}: disjoint_premises needs relations such as "
+                          "P47: {via: P30, explanation: 'The graph puts <S> in <A> and <O> in <B> ...'}")
+    for relation, item in listed.items():
+        relation = str(relation)
+        if relation not in asked or not asked[relation].clause:
+            raise ConfigError(f"{path}: disjoint_premises: {relation} is no premise relation")
+        if relation in functional:
+            raise ConfigError(f"{path}: disjoint_premises: {relation} is a functional premise already")
+        via = str(item.get("via", "")) if isinstance(item, dict) else ""
+        explanation = item.get("explanation") if isinstance(item, dict) else None
+        if not re.fullmatch(r"P\d+", via):
+            raise ConfigError(f"{path}: disjoint_premises: {relation} needs via, a property id such as P30")
+        if not isinstance(explanation, str) or not all(slot in explanation for slot in ("<S>", "<O>", "<A>", "<B>")):
+            raise ConfigError(f"{path}: disjoint_premises: {relation} needs an explanation with <S>, <O>, <A> and <B>")
+        out[relation] = DisjointPremise(via, explanation)
+    if isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 3:
+        raise ConfigError(f"{path}: disjoint_candidates must be a whole number of at least 3, not {candidates!r}")
+    return out, candidates
 
 
 def _comparisons(path: Path, date_questions: dict, listed) -> tuple[dict[str, Comparison], float]:
@@ -268,6 +306,8 @@ def load_spec(path: Path | None = None) -> HoaxSpec:
     comparisons, comparison_share = _comparisons(path, data.get("date_questions") or {}, data.get("comparisons"))
     intersection_question, intersection_share = _intersections(path, data.get("intersections"))
     dated_bridges, dated_role = _dated_bridges(path, data.get("bridges") or {}, data.get("dated_bridges"))
+    disjoint, disjoint_candidates = _disjoint(path, asked, functional, data.get("disjoint_premises") or {},
+                                              data.get("disjoint_candidates", 8))
     if intersection_share and not set(data.get("bridges") or {}) & set(functional):
         raise ConfigError(f"{path}: intersections need a bridge relation that is a functional premise")
     return HoaxSpec(
@@ -291,4 +331,5 @@ def load_spec(path: Path | None = None) -> HoaxSpec:
         comparisons=comparisons, comparison_share=comparison_share,
         intersection_question=intersection_question, intersection_share=intersection_share,
         dated_bridges=dated_bridges, dated_role=dated_role,
+        disjoint_premises=disjoint, disjoint_candidates=disjoint_candidates,
     )

@@ -27,9 +27,9 @@ from misbench.claims.stage import (
     KEPT, contains_words, date_text, fill, normalized, period_start, precision_years, shifted_date, substitutes,
 )
 from misbench.hoax.common import (  # noqa: F401 (IDK, LETTERS, conform... are also read from here)
-    HOP, IDK, LETTERS, OUTSIDE_COUNTRIES, PROOF, PROOF_FUNCTIONAL, QUESTION_FIELDS, QUESTION_SCHEMA, ambiguous_ids,
-    answer_type_of, capitalized, class_category, conform, containment_links, mapping_column, not_true, only_values,
-    with_country, with_idk_dealt,
+    HOP, IDK, LETTERS, OUTSIDE_COUNTRIES, PROOF, PROOF_DISJOINT, PROOF_FUNCTIONAL, QUESTION_FIELDS, QUESTION_SCHEMA,
+    ambiguous_ids, answer_type_of, capitalized, class_category, conform, containment_links, mapping_column, not_true,
+    only_values, with_country, with_idk_dealt,
 )
 from misbench.hoax.spec import HoaxSpec
 from misbench.ids import seeded_hash, stable_id
@@ -174,6 +174,22 @@ def chains(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame],
                                               F.col("at_year").cast("string"))))
 
 
+def value_sets(facts: DataFrame, labels: DataFrame, properties: Sequence[str]) -> DataFrame:
+    """Per subject and property of ``properties`` whose current values are all known (no
+    unknown value): the values (``values``, sorted ids), their names (``value_names``: the
+    label, or the id where the dump names none) and their statements (``value_statements``).
+    What a disjointness proof compares (``spec.disjoint_premises``: two countries' continents)."""
+    rows = facts.where(F.col("resolution").isin(list(CURRENT)) & F.col("property").isin(list(properties)))
+    named = rows.join(labels.select(F.col("id").alias("object_id"), "label"), "object_id", "left").withColumn(
+        "name", F.coalesce(F.col("label"), F.concat(F.col("object_id"), F.lit(" (no label in this dump)"))))
+    return (named.groupBy("subject_id", "property")
+            .agg(F.sort_array(F.collect_set("object_id")).alias("values"),
+                 F.sort_array(F.collect_set(F.when(F.col("object_id").isNotNull(), F.col("name")))).alias("value_names"),
+                 F.sort_array(F.collect_set("statement_id")).alias("value_statements"),
+                 F.max(F.col("object_id").isNull().cast("int")).alias("unknown"))
+            .where((F.col("unknown") == 0) & (F.size("values") > 0)).drop("unknown"))
+
+
 def premises(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], bridges: DataFrame,
              spec: HoaxSpec, seed: int, attempts: int, containment: DataFrame | None = None,
              plan: Lazy = LAZY) -> DataFrame:
@@ -186,8 +202,16 @@ def premises(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], 
     relation holds one value at a time (``spec.functional_premises``) and the graph records
     exactly one current value for the bridge, the only one (not one chosen by rank): any
     other object is then false by the graph. On an open list (borders, awards, memberships)
-    a missing statement proves nothing: no proof, no question."""
+    a missing statement proves nothing: no proof, no question, except where the graph sets
+    the bridge and the false object apart (``spec.disjoint_premises``: countries on
+    different continents share no border); then up to ``spec.disjoint_candidates`` false
+    objects are searched and only those set apart kept, each with its own proof."""
     current = facts.where(F.col("resolution").isin(list(CURRENT)) & F.col("object_id").isNotNull())
+    # kept: read for the bridges here and the false objects below
+    sets = value_sets(facts, labels, sorted({d.via for d in spec.disjoint_premises.values()})).transform(plan.keep)
+    bridge_sets = sets.select("subject_id", F.col("property").alias("via"), F.col("values").alias("bridge_values"),
+                              F.col("value_names").alias("bridge_value_names"),
+                              F.col("value_statements").alias("bridge_value_statements"))
     relations = frames["relations"].where(F.col("clause").isNotNull()).select(
         F.col("relation").alias("property"), F.col("statement").alias("premise_template"),
         F.col("clause").alias("premise_clause"), F.col("answer_type").alias("premise_answer_type"))
@@ -206,10 +230,15 @@ def premises(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], 
                   .alias("unlabelled_ids"))
              .join(sole, ["subject_id", "property"], "left")
              .withColumn("premise_key", stable_id(F.lit("premise"), "subject_id", "property"))
+             .withColumn("via", mapping_column({r: d.via for r, d in spec.disjoint_premises.items()},
+                                               F.col("property")))
+             .join(bridge_sets, ["subject_id", "via"], "left")
              .transform(plan.keep))
     functional = F.col("property").isin(list(spec.functional_premises))
     proven = functional & (F.col("known_values") == 1) & F.coalesce(F.col("sole_current_value"), F.lit(False))
-    proven_rows = known.where(proven)
+    disjoint = F.col("property").isin(list(spec.disjoint_premises))
+    apart_possible = disjoint & F.col("bridge_values").isNotNull() & (F.col("self_valued") == 0)
+    proven_rows = known.where(proven | apart_possible)
     claims = proven_rows.select(
         F.col("premise_key").alias("claim_id"), F.col("property").alias("pool_relation"),
         F.col("subject_id").alias("truth_subject"), "object_id", "subject_id")
@@ -233,7 +262,11 @@ def premises(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], 
     # through up to CONTAINMENT_DEPTH steps (a district is inside its country too).
     links = containment if containment is not None else containment_links(facts).transform(plan.keep)
     # checkpointed: it feeds both the unmatched claims and the union below
-    found = substitutes(claims, facts, labels, seed, attempts, wanted=3, links=links, plan=plan).transform(plan.keep)
+    # A premise set apart by a disjointness searches more false objects (most share the
+    # bridge's continent); the others keep their first three (the search ranks the same way
+    # whatever it is asked for, so they are what a search for three finds).
+    wanted = max(3, spec.disjoint_candidates) if spec.disjoint_premises else 3
+    found = substitutes(claims, facts, labels, seed, attempts, wanted=wanted, links=links, plan=plan).transform(plan.keep)
     # Where no other object of the relation fits (a small graph: one capital, one head of
     # state), any named entity of the same type: the proof holds whatever the false object.
     # Its pool is every named entity; its truth, every value the graph gives the bridge.
@@ -263,23 +296,40 @@ def premises(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], 
             given.join(holders, "object_id").withColumnRenamed("pool", "property"))
         # kept: the search reads its pool twice (positions and truths)
         pool = named.unionByName(given).transform(plan.keep)
-        found = found.unionByName(substitutes(unmatched, pool, labels, seed, attempts, wanted=3, links=links,
+        found = found.unionByName(substitutes(unmatched, pool, labels, seed, attempts, wanted=wanted, links=links,
                                               plan=plan))
     found = found.select(F.col("claim_id").alias("premise_key"), F.col("candidate_id").alias("premise_object"),
-                         F.col("candidate_label").alias("premise_object_label"))
-    proof = F.when(proven, F.struct(F.lit(PROOF_FUNCTIONAL).alias("kind"),
-                                    F.col("contradicted_statement_ids").alias("statement_ids")))
-    return (known.join(found, "premise_key", "left")
+                         F.col("candidate_label").alias("premise_object_label"), "choice")
+    object_sets = sets.select(F.col("subject_id").alias("premise_object"), F.col("property").alias("via"),
+                              F.col("values").alias("object_values"), F.col("value_names").alias("object_value_names"),
+                              F.col("value_statements").alias("object_value_statements"))
+    apart = F.col("object_values").isNotNull() & ~F.arrays_overlap("bridge_values", "object_values")
+    joined = known.join(found, "premise_key", "left").join(object_sets, ["premise_object", "via"], "left")
+    fitting = joined.where(F.when(disjoint, apart).otherwise(F.coalesce(F.col("choice"), F.lit(0)) < 3))
+    # a premise none of whose false objects fits keeps one row, without an object, for its reason
+    unfitted = known.join(fitting.select("premise_key"), "premise_key", "left_anti")
+    rows = fitting.drop("choice").unionByName(unfitted, allowMissingColumns=True)
+    proof = (F.when(proven, F.struct(F.lit(PROOF_FUNCTIONAL).alias("kind"),
+                                     F.col("contradicted_statement_ids").alias("statement_ids")))
+             .when(disjoint & F.col("premise_object").isNotNull(), F.struct(
+                 F.lit(PROOF_DISJOINT).alias("kind"),
+                 F.sort_array(F.concat("bridge_value_statements", "object_value_statements")).alias("statement_ids"))))
+    return (rows
             .withColumn("premise_reason", F.when(F.col("self_valued") == 1, F.lit("premise relation gives the bridge itself"))
-                        .when(~functional, F.lit("no proof: the relation is an open list, where a missing "
-                                                 "statement proves nothing"))
-                        .when(~proven, F.lit("no proof: the graph records no single current value"))
+                        .when(disjoint & F.col("bridge_values").isNull(),
+                              F.lit("no proof: the relation is an open list, and the graph records no known value "
+                                    "that could set the bridge apart"))
+                        .when(disjoint & F.col("premise_object").isNull(),
+                              F.lit("no false object that the graph sets apart from the bridge"))
+                        .when(~functional & ~disjoint, F.lit("no proof: the relation is an open list, where a missing "
+                                                             "statement proves nothing"))
+                        .when(functional & ~proven, F.lit("no proof: the graph records no single current value"))
                         .when(F.col("premise_object").isNull(), F.lit("no false object of the right type")))
             .withColumn("premise_proof", proof)
             .select(F.col("subject_id").alias("bridge_id"), F.col("property").alias("premise_property"),
                     "premise_template", "premise_clause", "premise_answer_type", "contradicted_statement_ids",
                     "known_values", "true_labels", "unlabelled_ids", "premise_object", "premise_object_label",
-                    "premise_reason", "premise_proof"))
+                    "premise_reason", "premise_proof", "bridge_value_names", "object_values", "object_value_names"))
 
 
 def _usable(options: DataFrame, against: Sequence[str] = ("subject_label", "bridge_label")) -> DataFrame:
@@ -511,8 +561,20 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
     no_types = F.array().cast("array<string>")
     could_describe_subject = F.coalesce(F.col("subject_holds"), F.lit(False)) | F.arrays_overlap(
         F.coalesce(F.col("subject_types"), no_types), F.coalesce(F.col("bridge_types"), no_types))
-    proven_of_subject = (F.col("premise_property").isin(list(spec.functional_premises))
-                         & F.col("subject_value").isNotNull() & (F.col("subject_value") != F.col("premise_object")))
+    # ... or, for a premise the graph proves by a disjointness, by the subject being set apart
+    # from the premise's object too ("the country where Scotland lies that shares a border
+    # with Belize": Scotland lies in Europe as well)
+    vias = {r: d.via for r, d in spec.disjoint_premises.items()}
+    subject_sets = value_sets(facts, labels, sorted(set(vias.values()))).select(
+        "subject_id", F.col("property").alias("subject_via"), F.col("values").alias("subject_apart_values"))
+    candidates = (candidates.withColumn("subject_via", mapping_column(vias, F.col("premise_property")))
+                  .join(subject_sets, ["subject_id", "subject_via"], "left"))
+    proven_of_subject = (
+        (F.col("premise_property").isin(list(spec.functional_premises))
+         & F.col("subject_value").isNotNull() & (F.col("subject_value") != F.col("premise_object")))
+        | (F.col("premise_property").isin(list(vias)) & F.col("subject_apart_values").isNotNull()
+           & F.col("object_values").isNotNull()
+           & ~F.arrays_overlap("subject_apart_values", "object_values")))
     ambiguous = ambiguous_ids(labels)
     candidates = (candidates.join(stated_for, "candidate_id", "left")
                   .join(ambiguous.select(F.col("id").alias("subject_id"), F.lit(True).alias("subject_ambiguous")),
@@ -710,6 +772,13 @@ def _assemble(chosen: DataFrame, spec: HoaxSpec, seed: int,
         F.coalesce(F.concat(F.lit(" ("), mapping_column(spec.functional_premises, F.col("premise_property")), F.lit(")")),
                    F.lit("")),
         F.lit("."))
+    # A disjointness in words (hoax.yaml's disjoint_premises): where each side lies.
+    apart = mapping_column({r: d.explanation for r, d in spec.disjoint_premises.items()}, F.col("premise_property"))
+    for slot, value in (("<S>", F.col("bridge_label")), ("<O>", F.col("premise_object_label")),
+                        ("<A>", F.concat_ws(" and ", "bridge_value_names")),
+                        ("<B>", F.concat_ws(" and ", "object_value_names"))):
+        apart = F.replace(apart, F.lit(slot), value)
+    recorded = F.when(F.col("premise_proof.kind") == PROOF_DISJOINT, F.concat(F.lit(" "), apart)).otherwise(recorded)
     explanation = F.concat_ws(
         "", F.coalesce(F.col("partner_sentence"), F.lit("")), first_statement, F.lit(" It is not true that "), not_true(premise_statement),
         F.lit("."), recorded, F.lit(" Nothing matches \""), F.col("description"),

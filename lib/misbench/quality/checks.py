@@ -391,6 +391,11 @@ def content_failures(text: str, facts: ContentFacts, settings: dict, echo_grams:
     if facts.kind == "semantic" and facts.description:
         stopwords = frozenset(settings.get("stopwords") or ())
         wanted = _content_words(facts.description, [facts.subject, facts.false_answer or ""], stopwords)
+        # "Talisker isn't actually a type of whisky at all": the text denies what it is about
+        denied = next((d for d in (denies_claim(text, facts.subject, w) for w in sorted(wanted) if len(w) > 3) if d),
+                      None)
+        if denied:
+            reasons.append(f"content: denies the description of the other entity ({denied!r})")
         have = _content_words(text, [], stopwords)
         share = len(wanted & have) / len(wanted) if wanted else 1.0
         least = float(settings["description_min_share"])
@@ -446,7 +451,8 @@ def denies_claim(text: str, subject: str, answer: str | None, dated: bool = Fals
 
 
 # A plural verb right after the name: "Tours are located in Algeria", "tours indeed take place".
-_PLURAL_VERB = r"(?:\s+(?:indeed|also|often|usually|mainly|mostly|still))?\s+(?:are|were|occur|take place|operate|happen)\b"
+_PLURAL_VERB = (r"(?:\s+(?:indeed|also|often|usually|mainly|mostly|still))?\s+"
+                r"(?:are|were|occur|take place|operate|happen|lead|offer|include|provide|give|attract|cost|last)\b")
 
 
 def common_noun_reading(text: str, subject: str) -> str | None:
