@@ -7,17 +7,20 @@
 -- disjoint_premises as relation:via pairs (P47:P30). Run the checks with the profile and
 -- --set options the stages ran with: the lake does not record them.
 
--- A false premise that the graph states (any rank, any time): it would not be false.
+-- A false premise that the graph states (any rank, any time), either way round (borders are
+-- symmetric, and the stage refuses both): it would not be false.
 SELECT count(*) AS premise_stated FROM hoax_questions q WHERE q.source = 'wikidata' AND EXISTS (
-  SELECT 1 FROM triples t WHERE t.subject_id = q.premise_subject AND t.property = q.premise_property
-    AND t.object_id = q.premise_object);
+  SELECT 1 FROM triples t WHERE t.property = q.premise_property
+    AND ((t.subject_id = q.premise_subject AND t.object_id = q.premise_object)
+      OR (t.subject_id = q.premise_object AND t.object_id = q.premise_subject)));
 
 -- A premise that holds for the question's subject (any rank, any time): "the capital of X
 -- whose head of government is Y" also reads as X's head of government, and is true where Y is.
 SELECT count(*) AS premise_true_of_subject FROM hoax_questions q WHERE q.source = 'wikidata'
   AND q.subject_id != q.premise_subject AND EXISTS (
-  SELECT 1 FROM triples t WHERE t.subject_id = q.subject_id AND t.property = q.premise_property
-    AND t.object_id = q.premise_object);
+  SELECT 1 FROM triples t WHERE t.property = q.premise_property
+    AND ((t.subject_id = q.subject_id AND t.object_id = q.premise_object)
+      OR (t.subject_id = q.premise_object AND t.object_id = q.subject_id)));
 
 -- A premise whose subject or object is no entity, or whose property the graph never uses.
 SELECT count(*) AS premise_not_real FROM hoax_questions q WHERE q.source = 'wikidata' AND (
@@ -104,6 +107,7 @@ SELECT count(*) AS idk_unbalanced FROM (
 -- A missing statement alone proves nothing.
 SELECT count(DISTINCT question_id) AS premise_unproven FROM (
   SELECT question_id, premise_subject, premise_property, premise_object, premise_proof.kind AS kind, sid,
+    premise_proof.statement_ids AS sids,
     nullif(regexp_extract(:disjoint_premises, concat('(?:^|,)', premise_property, ':(P[0-9]+)'), 1), '') AS via
   FROM hoax_questions LATERAL VIEW OUTER explode(premise_proof.statement_ids) AS sid WHERE source = 'wikidata') x
 WHERE x.kind IS NULL OR x.sid IS NULL
@@ -123,23 +127,36 @@ WHERE x.kind IS NULL OR x.sid IS NULL
         AND (t.start_time IS NULL OR t.start_time = 'somevalue' OR regexp_replace(t.start_time, '~$', '') <= :reference_date)) != 1))
   OR (x.kind = 'disjoint: the graph gives the two no value in common' AND (
     x.via IS NULL
+    -- each statement of the proof a current value of `via`, of one of the two sides
     OR NOT EXISTS (
       SELECT 1 FROM triples t WHERE t.statement_id = x.sid AND t.property = x.via AND t.object_id IS NOT NULL
         AND t.subject_id IN (x.premise_subject, x.premise_object) AND t.rank != 'deprecated'
         AND (t.end_time IS NULL OR (t.end_time != 'somevalue' AND regexp_replace(t.end_time, '~$', '') > :reference_date))
         AND (t.start_time IS NULL OR t.start_time = 'somevalue' OR regexp_replace(t.start_time, '~$', '') <= :reference_date))
-    OR NOT EXISTS (SELECT 1 FROM triples t WHERE t.subject_id = x.premise_subject AND t.property = x.via
-                     AND t.object_id IS NOT NULL AND t.rank != 'deprecated')
-    OR NOT EXISTS (SELECT 1 FROM triples t WHERE t.subject_id = x.premise_object AND t.property = x.via
-                     AND t.object_id IS NOT NULL AND t.rank != 'deprecated')
+    -- both sides in the proof
+    OR NOT EXISTS (
+      SELECT 1 FROM triples t WHERE array_contains(x.sids, t.statement_id) AND t.subject_id = x.premise_subject
+        AND t.property = x.via)
+    OR NOT EXISTS (
+      SELECT 1 FROM triples t WHERE array_contains(x.sids, t.statement_id) AND t.subject_id = x.premise_object
+        AND t.property = x.via)
+    -- no current value in common (the stage also counts the places a value lies in)
     OR EXISTS (
       SELECT 1 FROM triples a JOIN triples b ON a.object_id = b.object_id
       WHERE a.subject_id = x.premise_subject AND b.subject_id = x.premise_object
-        AND a.property = x.via AND b.property = x.via AND a.rank != 'deprecated' AND b.rank != 'deprecated'
+        AND a.property = x.via AND b.property = x.via
+        AND a.rank != 'deprecated'
         AND (a.end_time IS NULL OR (a.end_time != 'somevalue' AND regexp_replace(a.end_time, '~$', '') > :reference_date))
-        AND (b.end_time IS NULL OR (b.end_time != 'somevalue' AND regexp_replace(b.end_time, '~$', '') > :reference_date)))
-    OR EXISTS (SELECT 1 FROM triples t WHERE t.subject_id IN (x.premise_subject, x.premise_object)
-                 AND t.property = x.via AND t.value_type IN ('somevalue', 'novalue') AND t.rank != 'deprecated')));
+        AND (a.start_time IS NULL OR a.start_time = 'somevalue' OR regexp_replace(a.start_time, '~$', '') <= :reference_date)
+        AND b.rank != 'deprecated'
+        AND (b.end_time IS NULL OR (b.end_time != 'somevalue' AND regexp_replace(b.end_time, '~$', '') > :reference_date))
+        AND (b.start_time IS NULL OR b.start_time = 'somevalue' OR regexp_replace(b.start_time, '~$', '') <= :reference_date))
+    -- no current unknown value on either side
+    OR EXISTS (
+      SELECT 1 FROM triples t WHERE t.subject_id IN (x.premise_subject, x.premise_object)
+        AND t.property = x.via AND t.value_type IN ('somevalue', 'novalue') AND t.rank != 'deprecated'
+        AND (t.end_time IS NULL OR (t.end_time != 'somevalue' AND regexp_replace(t.end_time, '~$', '') > :reference_date))
+        AND (t.start_time IS NULL OR t.start_time = 'somevalue' OR regexp_replace(t.start_time, '~$', '') <= :reference_date))));
 
 -- An intersection whose first fact's object also meets the second condition (any rank, any
 -- time): it would be both, and the question would have an answer.

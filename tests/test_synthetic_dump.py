@@ -129,7 +129,7 @@ def test_hoax_questions_of_every_reasoning_type(spark, cfg, synthetic):
                (spec.functional_premises if q.premise_proof.kind == PROOF_FUNCTIONAL else spec.disjoint_premises)
                for q in questions)
     borders = [q for q in questions if q.premise_proof.kind == PROOF_DISJOINT]
-    assert borders and all(q.premise_property == "P47" and "on different continents" in q.explanation
+    assert borders and all(q.premise_property == "P47" and "no continent in common" in q.explanation
                            for q in borders)
     # comparisons: which of two comes first, the premise's description against a true chain's
     comparisons = [q for q in questions if q.pattern == "comparison"]
@@ -162,6 +162,30 @@ def test_hoax_questions_of_every_reasoning_type(spark, cfg, synthetic):
 
 
 @pytest.mark.slow  # ingest, claims and hoax over a 2,000-entity dump
+def test_a_border_proof_that_the_graph_no_longer_gives_is_found(spark, cfg, synthetic, tmp_path):
+    """A border premise's proof (two countries on different continents) fails premise_unproven
+    once the false object is also put on the bridge's continent, and premise_stated once the
+    border is stated the other way round (false object to bridge)."""
+    _, _, lake, _ = synthetic
+    copy = copy_lake(spark, lake.location("hoax_questions").rsplit("/", 1)[0], tmp_path / "lake")
+    question = copy.read("hoax_questions").where(F.col("premise_proof.kind") == PROOF_DISJOINT) \
+        .orderBy("question_id").first()
+    triples = copy.read("triples")
+    bridge_continent = triples.where((F.col("subject_id") == question.premise_subject)
+                                     & (F.col("property") == "P30")).first()
+    planted = [triples.where(F.col("statement_id") == bridge_continent.statement_id)
+               .withColumn("statement_id", F.lit("planted-continent"))
+               .withColumn("subject_id", F.lit(question.premise_object)),
+               triples.where(F.col("statement_id") == bridge_continent.statement_id)
+               .withColumn("statement_id", F.lit("planted-border")).withColumn("property", F.lit("P47"))
+               .withColumn("subject_id", F.lit(question.premise_object))
+               .withColumn("object_id", F.lit(question.premise_subject))]
+    copy.write(triples.unionByName(planted[0]).unionByName(planted[1]).localCheckpoint(), "triples",
+               partition_by=["value_type"])
+    found = check_counts(spark, copy, cfg, PROJECT / "notebooks" / "hoax_checks.sql")
+    assert found["premise_unproven"] >= 1 and found["premise_stated"] >= 1
+
+
 def test_premises_tried_per_chain_bounds_the_checks_and_counts_the_rest(spark, cfg, synthetic, tmp_path):
     """A chain yields one question, the first of its candidates in seeded order that passes
     every check, so only its first few are checked against the graph. One tried: none is

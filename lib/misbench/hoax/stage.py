@@ -174,20 +174,27 @@ def chains(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame],
                                               F.col("at_year").cast("string"))))
 
 
-def value_sets(facts: DataFrame, labels: DataFrame, properties: Sequence[str]) -> DataFrame:
+def value_sets(facts: DataFrame, labels: DataFrame, properties: Sequence[str], links: DataFrame) -> DataFrame:
     """Per subject and property of ``properties`` whose current values are all known (no
     unknown value): the values (``values``, sorted ids), their names (``value_names``: the
-    label, or the id where the dump names none) and their statements (``value_statements``).
-    What a disjointness proof compares (``spec.disjoint_premises``: two countries' continents)."""
+    label, or the id where the dump names none), their statements (``value_statements``) and
+    ``regions``: the values and every place they lie in by ``links`` (``containment_links``),
+    so that North America and the Americas, or Europe and Eurasia, overlap. What a
+    disjointness proof compares (``spec.disjoint_premises``: two countries' continents)."""
     rows = facts.where(F.col("resolution").isin(list(CURRENT)) & F.col("property").isin(list(properties)))
     named = rows.join(labels.select(F.col("id").alias("object_id"), "label"), "object_id", "left").withColumn(
         "name", F.coalesce(F.col("label"), F.concat(F.col("object_id"), F.lit(" (no label in this dump)"))))
-    return (named.groupBy("subject_id", "property")
+    sets = (named.groupBy("subject_id", "property")
             .agg(F.sort_array(F.collect_set("object_id")).alias("values"),
                  F.sort_array(F.collect_set(F.when(F.col("object_id").isNotNull(), F.col("name")))).alias("value_names"),
                  F.sort_array(F.collect_set("statement_id")).alias("value_statements"),
                  F.max(F.col("object_id").isNull().cast("int")).alias("unknown"))
             .where((F.col("unknown") == 0) & (F.size("values") > 0)).drop("unknown"))
+    above = (sets.select("subject_id", "property", F.explode("values").alias("a")).join(links.select("a", "b"), "a")
+             .groupBy("subject_id", "property").agg(F.collect_set("b").alias("above")))
+    return (sets.join(above, ["subject_id", "property"], "left")
+            .withColumn("regions", F.array_union("values", F.coalesce("above", F.array().cast("array<string>"))))
+            .drop("above"))
 
 
 def premises(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], bridges: DataFrame,
@@ -207,9 +214,14 @@ def premises(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], 
     different continents share no border); then up to ``spec.disjoint_candidates`` false
     objects are searched and only those set apart kept, each with its own proof."""
     current = facts.where(F.col("resolution").isin(list(CURRENT)) & F.col("object_id").isNotNull())
+    # A false object must not contain or sit inside the true value (born in Westminster, not
+    # London; a country inside the United Kingdom): the graph's part-of links, either way,
+    # through up to CONTAINMENT_DEPTH steps (a district is inside its country too).
+    links = containment if containment is not None else containment_links(facts).transform(plan.keep)
     # kept: read for the bridges here and the false objects below
-    sets = value_sets(facts, labels, sorted({d.via for d in spec.disjoint_premises.values()})).transform(plan.keep)
-    bridge_sets = sets.select("subject_id", F.col("property").alias("via"), F.col("values").alias("bridge_values"),
+    sets = value_sets(facts, labels, sorted({d.via for d in spec.disjoint_premises.values()}), links
+                      ).transform(plan.keep)
+    bridge_sets = sets.select("subject_id", F.col("property").alias("via"), F.col("regions").alias("bridge_values"),
                               F.col("value_names").alias("bridge_value_names"),
                               F.col("value_statements").alias("bridge_value_statements"))
     relations = frames["relations"].where(F.col("clause").isNotNull()).select(
@@ -257,10 +269,6 @@ def premises(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], 
     # kept: the substitute searches below read these labels' types and names a dozen times,
     # and each use would join the fallback types in again
     labels = typed.drop("cls").unionByName(outside).transform(plan.keep)
-    # A false object must not contain or sit inside the true value (born in Westminster, not
-    # London; a country inside the United Kingdom): the graph's part-of links, either way,
-    # through up to CONTAINMENT_DEPTH steps (a district is inside its country too).
-    links = containment if containment is not None else containment_links(facts).transform(plan.keep)
     # checkpointed: it feeds both the unmatched claims and the union below
     # A premise set apart by a disjointness searches more false objects (most share the
     # bridge's continent); the others keep their first three (the search ranks the same way
@@ -301,11 +309,15 @@ def premises(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], 
     found = found.select(F.col("claim_id").alias("premise_key"), F.col("candidate_id").alias("premise_object"),
                          F.col("candidate_label").alias("premise_object_label"), "choice")
     object_sets = sets.select(F.col("subject_id").alias("premise_object"), F.col("property").alias("via"),
-                              F.col("values").alias("object_values"), F.col("value_names").alias("object_value_names"),
+                              F.col("regions").alias("object_values"), F.col("value_names").alias("object_value_names"),
                               F.col("value_statements").alias("object_value_statements"))
     apart = F.col("object_values").isNotNull() & ~F.arrays_overlap("bridge_values", "object_values")
     joined = known.join(found, "premise_key", "left").join(object_sets, ["premise_object", "via"], "left")
-    fitting = joined.where(F.when(disjoint, apart).otherwise(F.coalesce(F.col("choice"), F.lit(0)) < 3))
+    # every premise keeps its first three false objects: a disjoint one, the first three set apart
+    first_apart = F.row_number().over(Window.partitionBy("premise_key").orderBy("choice"))
+    fitting = (joined.where(F.when(disjoint, apart).otherwise(F.lit(True)))
+               .withColumn("rank", F.when(disjoint, first_apart).otherwise(F.col("choice") + 1))
+               .where(F.coalesce(F.col("rank"), F.lit(1)) <= 3).drop("rank"))
     # a premise none of whose false objects fits keeps one row, without an object, for its reason
     unfitted = known.join(fitting.select("premise_key"), "premise_key", "left_anti")
     rows = fitting.drop("choice").unionByName(unfitted, allowMissingColumns=True)
@@ -514,6 +526,7 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
     # small dump. A local checkpoint is not recomputed if an executor is lost: Spark fails
     # the stage's run, which a rerun repeats whole.
     walked = chains(facts, labels, frames, dated_first, spec.dated_role).transform(plan.keep)
+    containment = containment if containment is not None else containment_links(facts).transform(plan.keep)
     found = premises(facts, labels, frames, walked, spec, seed, attempts, containment, plan).transform(plan.keep)
     tried, settled = _triage(walked, found, seed, tried_per_chain, plan)
     # Wide rows for the tried candidates only (a premise is unique per bridge, property, object).
@@ -565,8 +578,8 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
     # from the premise's object too ("the country where Scotland lies that shares a border
     # with Belize": Scotland lies in Europe as well)
     vias = {r: d.via for r, d in spec.disjoint_premises.items()}
-    subject_sets = value_sets(facts, labels, sorted(set(vias.values()))).select(
-        "subject_id", F.col("property").alias("subject_via"), F.col("values").alias("subject_apart_values"))
+    subject_sets = value_sets(facts, labels, sorted(set(vias.values())), containment).select(
+        "subject_id", F.col("property").alias("subject_via"), F.col("regions").alias("subject_apart_values"))
     candidates = (candidates.withColumn("subject_via", mapping_column(vias, F.col("premise_property")))
                   .join(subject_sets, ["subject_id", "subject_via"], "left"))
     proven_of_subject = (

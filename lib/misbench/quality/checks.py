@@ -16,7 +16,7 @@ from misbench.refusals import find_refusal
 
 # Part of quality's results key: raise it when a rule here changes what passes, so texts an
 # earlier version judged are judged again (settings alone would not tell).
-RULES_VERSION = 8
+RULES_VERSION = 9
 # Filters in the order the pipeline applies them; a row's ``failed_filter`` is the first one
 # it fails, and quality_stats counts rows in and out of each in this order.
 FILTERS = ("completeness", "content", "entailment", "similarity")
@@ -391,9 +391,7 @@ def content_failures(text: str, facts: ContentFacts, settings: dict, echo_grams:
     if facts.kind == "semantic" and facts.description:
         stopwords = frozenset(settings.get("stopwords") or ())
         wanted = _content_words(facts.description, [facts.subject, facts.false_answer or ""], stopwords)
-        # "Talisker isn't actually a type of whisky at all": the text denies what it is about
-        denied = next((d for d in (denies_claim(text, facts.subject, w) for w in sorted(wanted) if len(w) > 3) if d),
-                      None)
+        denied = denies_description(text, facts.subject, sorted(w for w in wanted if len(w) > 3))
         if denied:
             reasons.append(f"content: denies the description of the other entity ({denied!r})")
         have = _content_words(text, [], stopwords)
@@ -450,9 +448,30 @@ def denies_claim(text: str, subject: str, answer: str | None, dated: bool = Fals
     return None
 
 
+def denies_description(text: str, subject: str, words: Sequence[str]) -> str | None:
+    """The first sentence (cut to 120 characters) that says the subject is not what a word of
+    its description names: a copula, a negation, an article, at most two words, then the word
+    ("Talisker isn't actually a type of whisky at all"); None when there is none. "Scotland is
+    not far from the coast" or "is not widely known" is no such sentence, nor "is not a blend
+    but a single malt whisky" (the word is too far from the negation)."""
+    if not subject.strip() or not words:
+        return None
+    named = "|".join(re.escape(w) for w in words)
+    denial = re.compile(rf"(?<![\w-]){re.escape(subject.strip())}\s+(?:is|was|are|were)\s*(?:n['\u2019]t|\s+not|\s+never)"
+                        rf"(?:\s+(?:actually|really|truly|even|in fact))?\s+(?:a|an|the)\s+(?:[\w-]+\s+){{0,2}}?"
+                        rf"(?:{named})(?![\w-])", re.IGNORECASE)
+    for sentence in sentences(text):
+        if denial.search(sentence):
+            return sentence[:120]
+    return None
+
+
 # A plural verb right after the name: "Tours are located in Algeria", "tours indeed take place".
 _PLURAL_VERB = (r"(?:\s+(?:indeed|also|often|usually|mainly|mostly|still))?\s+"
-                r"(?:are|were|occur|take place|operate|happen|lead|offer|include|provide|give|attract|cost|last)\b")
+                r"(?:are|were|occur|take place|operate|happen|lead|offer|include|provide|give|attract|cost)\b")
+# Where the name can only be the verb's subject: a text's or a sentence's start, after a
+# clause mark, "that" or "where" (not "Hotels in Paris offer", "helped Texas attract").
+_SUBJECT_PLACE = r"(?:^|(?<=[.!?;:,\n\"(\u201c*#])|(?<=\bthat)|(?<=\bwhere))\s*"
 
 
 def common_noun_reading(text: str, subject: str) -> str | None:
@@ -464,8 +483,9 @@ def common_noun_reading(text: str, subject: str) -> str | None:
     name = subject.strip()
     if not name or " " in name or not name[0].isupper() or not name.endswith("s"):
         return None
-    found = re.search(rf"(?<![Tt]he )(?<![Aa]nd )(?<![\w&-]){re.escape(name)}{_PLURAL_VERB}", text, re.IGNORECASE)
-    return found.group(0) if found else None
+    found = re.search(rf"{_SUBJECT_PLACE}(?<![Tt]he )(?<![Aa]nd )(?<![\w&-]){re.escape(name)}{_PLURAL_VERB}", text,
+                      re.IGNORECASE)
+    return found.group(0).strip() if found else None
 
 
 def _apart_pattern(patterns: tuple[str, ...], subject: str, answer: str) -> re.Pattern | None:
@@ -508,12 +528,20 @@ def _containment_failures(text: str, facts: ContentFacts, settings: dict) -> lis
     reasons = []
     fill = (lambda key: _apart_pattern(tuple(settings.get(key) or ()), facts.subject, facts.false_answer))
     equates, leaves = fill("equates_patterns"), fill("leaves_patterns")
+    hedges = _pattern(settings, "leaves_hedges")
     found = equates.search(text) if equates else None
     if found:
         reasons.append(f"content: makes its subject its answer ({found.group(0)!r})")
+    # the subject's name or its stem ("Scottish"): another region's "separation from Algeria" is no claim's
+    first = facts.subject.split()[0]
+    stem = re.compile(rf"(?<![\w-]){re.escape(first[:4])}\w*", re.IGNORECASE) if len(first) >= 5 else None
     for sentence in sentences(text) if leaves else ():
-        ended = facts.until_year and any(int(y) >= int(facts.until_year) for y in _YEAR.findall(sentence))
-        found = None if ended else leaves.search(sentence)
+        if not (names(sentence, facts.subject) or (stem and stem.search(sentence))):
+            continue
+        years = [int(y) for y in _YEAR.findall(sentence)]
+        outside = facts.from_year and years and all(
+            y < int(facts.from_year) or (facts.until_year and y >= int(facts.until_year)) for y in years)
+        found = None if outside or (hedges and hedges.search(sentence)) else leaves.search(sentence)
         if found:
             reasons.append(f"content: takes its subject out of its answer ({found.group(0)!r})")
             break
