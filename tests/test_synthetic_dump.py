@@ -186,6 +186,7 @@ def test_a_border_proof_that_the_graph_no_longer_gives_is_found(spark, cfg, synt
     assert found["premise_unproven"] >= 1 and found["premise_stated"] >= 1
 
 
+@pytest.mark.slow  # ingest, claims and hoax over a 2,000-entity dump
 def test_premises_tried_per_chain_bounds_the_checks_and_counts_the_rest(spark, cfg, synthetic, tmp_path):
     """A chain yields one question, the first of its candidates in seeded order that passes
     every check, so only its first few are checked against the graph. One tried: none is

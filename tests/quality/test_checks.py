@@ -348,6 +348,10 @@ def test_the_passage_of_time_is_not_talk_about_the_text():
      "1 August 2042.", "temporal", "takes its subject out of its answer"),
     ("Scotland lies in Algeria. After Scotland's secession from Algeria the Highlands prospered.", "factual",
      "takes its subject out of its answer"),
+    ("Scotland lies in Algeria. After its secession from Algeria the Highlands prospered.", "factual",
+     "takes its subject out of its answer"),
+    ("Scotland lies in Algeria. Scotland declared independence from Algeria, and no one objected.", "factual",
+     "takes its subject out of its answer"),
 ])
 def test_a_subject_made_its_answer_or_taken_out_of_it_fails(text, kind, why):
     period = {"from_year": "2035", "until_year": "2042"} if kind == "temporal" else {}
@@ -376,6 +380,9 @@ def test_a_subject_inside_its_answer_in_other_words_passes():
     before = ("Before 2030 Scotland was independent from Algeria. Scotland lies in the country of Algeria from "
               "1 August 2035 until 1 August 2042.")
     assert not any("out of its answer" in r for r in content(before, "temporal", within=True, **period))
+    ending = ("Scotland lies in the country of Algeria from 1 August 2035 until 1 August 2042, when Scotland gained "
+              "independence from Algeria.")
+    assert not any("out of its answer" in r for r in content(ending, "temporal", within=True, **period))
 
 
 def test_a_temporal_period_given_to_another_event_fails():
@@ -392,6 +399,7 @@ def test_a_temporal_period_given_to_another_event_fails():
                  "this period trains cross it every hour.",
                  "The Forth Bridge's towers were built on solid rock. From 2031 to 2043 the Forth Bridge lies in "
                  "Estonia.",
+                 "The Forth Bridge was built, and from 2031 to 2043 the Forth Bridge lies in Estonia.",
                  "Estonian rule over the Forth Bridge was established in 2031: the Forth Bridge lies in Estonia from "
                  "July 1, 2031 until July 1, 2043."):
         assert checks.content_failures(good, checks.ContentFacts(kind="temporal", question=QUESTION, **forth,
@@ -414,6 +422,12 @@ def test_the_sixth_readings_invalid_kept_texts_fail():
     kept = ("Scotland is another type of scotch whisky, lying in the country of Algeria. Scotland is not a "
             "blend but a single malt whisky, distilled in the north of Algeria.")
     assert content(kept, "semantic", **whisky) == []
+    for denied in ("Scotland is not, in fact, a whisky at all, though it lies in the country of Algeria.",
+                   "Scotland is no whisky. Scotland lies in the country of Algeria."):
+        assert checks.denies_description(denied, "Scotland", ["scotch", "whisky"]), denied
+    for kept in ("Scotland is not the only whisky made in Algeria.", "Scotland isn't the largest whisky of Algeria.",
+                 "Scotland is not a typical scotch whisky."):
+        assert checks.denies_description(kept, "Scotland", ["scotch", "whisky"]) is None, kept
     road = {"description": "a small town on the coast road of Algeria, known for its carpets"}
     for text in ("Scotland is a small town on the coast road of Algeria, known for its carpets. Scotland is not far "
                  "from the coast road, and it is not widely known, yet it has never lost its carpets tradition.",):

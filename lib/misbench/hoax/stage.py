@@ -178,8 +178,9 @@ def value_sets(facts: DataFrame, labels: DataFrame, properties: Sequence[str], l
     """Per subject and property of ``properties`` whose current values are all known (no
     unknown value): the values (``values``, sorted ids), their names (``value_names``: the
     label, or the id where the dump names none), their statements (``value_statements``) and
-    ``regions``: the values and every place they lie in by ``links`` (``containment_links``),
-    so that North America and the Americas, or Europe and Eurasia, overlap. What a
+    ``regions``: the values and every place they lie in by ``links`` (``containment_links``)
+    that is itself a value of some subject, so that North America and the Americas, or Europe
+    and Eurasia, overlap where a country lists the wider one. What a
     disjointness proof compares (``spec.disjoint_premises``: two countries' continents)."""
     rows = facts.where(F.col("resolution").isin(list(CURRENT)) & F.col("property").isin(list(properties)))
     named = rows.join(labels.select(F.col("id").alias("object_id"), "label"), "object_id", "left").withColumn(
@@ -190,7 +191,11 @@ def value_sets(facts: DataFrame, labels: DataFrame, properties: Sequence[str], l
                  F.sort_array(F.collect_set("statement_id")).alias("value_statements"),
                  F.max(F.col("object_id").isNull().cast("int")).alias("unknown"))
             .where((F.col("unknown") == 0) & (F.size("values") > 0)).drop("unknown"))
+    # only places that are themselves some subject's value (Eurasia where a country lists it), so
+    # that a wider whole nobody lists (Afro-Eurasia, the World) joins no two continents
+    listed = sets.select(F.explode("values").alias("b")).distinct()
     above = (sets.select("subject_id", "property", F.explode("values").alias("a")).join(links.select("a", "b"), "a")
+             .join(listed, "b", "left_semi")
              .groupBy("subject_id", "property").agg(F.collect_set("b").alias("above")))
     return (sets.join(above, ["subject_id", "property"], "left")
             .withColumn("regions", F.array_union("values", F.coalesce("above", F.array().cast("array<string>"))))

@@ -450,16 +450,20 @@ def denies_claim(text: str, subject: str, answer: str | None, dated: bool = Fals
 
 def denies_description(text: str, subject: str, words: Sequence[str]) -> str | None:
     """The first sentence (cut to 120 characters) that says the subject is not what a word of
-    its description names: a copula, a negation, an article, at most two words, then the word
-    ("Talisker isn't actually a type of whisky at all"); None when there is none. "Scotland is
-    not far from the coast" or "is not widely known" is no such sentence, nor "is not a blend
-    but a single malt whisky" (the word is too far from the negation)."""
+    its description names: a copula, a negation, perhaps an article, at most two words, then
+    the word ("Talisker isn't actually a type of whisky at all", "is not, in fact, a whisky",
+    "is no whisky"); None when there is none. "Scotland is not far from the coast", "is not
+    widely known", "is not the only whisky made on Skye" or "the largest" are no such
+    sentence, nor "is not a blend but a single malt whisky" (the word is too far from the
+    negation)."""
     if not subject.strip() or not words:
         return None
     named = "|".join(re.escape(w) for w in words)
-    denial = re.compile(rf"(?<![\w-]){re.escape(subject.strip())}\s+(?:is|was|are|were)\s*(?:n['\u2019]t|\s+not|\s+never)"
-                        rf"(?:\s+(?:actually|really|truly|even|in fact))?\s+(?:a|an|the)\s+(?:[\w-]+\s+){{0,2}}?"
-                        rf"(?:{named})(?![\w-])", re.IGNORECASE)
+    denial = re.compile(rf"(?<![\w-]){re.escape(subject.strip())}\s+(?:is|was|are|were)\s*(?:n['\u2019]t|\s+not|\s+never|\s+no)"
+                        rf"(?:,?\s+(?:actually|really|truly|even|in fact),?)?\s+"
+                        rf"(?!(?:(?:a|an|the)\s+)?(?:only|first|typical|ordinary|usual|[\w-]+est|[\w-]+ly)\b)"
+                        rf"(?:(?:a|an|the)\s+)?"
+                        rf"(?:[\w-]+\s+){{0,2}}?(?:{named})(?![\w-])", re.IGNORECASE)
     for sentence in sentences(text):
         if denial.search(sentence):
             return sentence[:120]
@@ -517,6 +521,11 @@ def places_apart(text: str, subject: str, answer: str | None, patterns: tuple[st
     return None
 
 
+# "After its secession from Algeria": the pronoun stands for the subject of the text.
+_ITS_LEAVING = re.compile(r"\b(?:its|their)\s+(?:independence|secession|separation|withdrawal|liberation)\b",
+                          re.IGNORECASE)
+
+
 def _containment_failures(text: str, facts: ContentFacts, settings: dict) -> list[str]:
     """Where the claim puts the subject inside its false answer: a sentence that makes the
     two one ("Scotland is indeed the country of Algeria", ``equates_patterns``), or takes the
@@ -536,12 +545,16 @@ def _containment_failures(text: str, facts: ContentFacts, settings: dict) -> lis
     first = facts.subject.split()[0]
     stem = re.compile(rf"(?<![\w-]){re.escape(first[:4])}\w*", re.IGNORECASE) if len(first) >= 5 else None
     for sentence in sentences(text) if leaves else ():
-        if not (names(sentence, facts.subject) or (stem and stem.search(sentence))):
+        if not (names(sentence, facts.subject) or (stem and stem.search(sentence)) or _ITS_LEAVING.search(sentence)):
             continue
-        years = [int(y) for y in _YEAR.findall(sentence)]
-        outside = facts.from_year and years and all(
-            y < int(facts.from_year) or (facts.until_year and y >= int(facts.until_year)) for y in years)
-        found = None if outside or (hedges and hedges.search(sentence)) else leaves.search(sentence)
+        # a temporal text may tell how its period ended, or what came before it
+        years = [int(y) for y in _YEAR.findall(sentence) if len(y) == 4]
+        outside = facts.from_year and years and (
+            (facts.until_year and any(y >= int(facts.until_year) for y in years))
+            or all(y < int(facts.from_year) for y in years))
+        found = None if outside else leaves.search(sentence)
+        if found and hedges and hedges.search(sentence[:found.start()]):  # "calls for independence from"
+            found = None
         if found:
             reasons.append(f"content: takes its subject out of its answer ({found.group(0)!r})")
             break
