@@ -175,7 +175,7 @@ def test_a_premise_setting_that_proves_or_checks_nothing_is_a_config_error(tmp_p
 def test_a_rewording_keeps_one_of_the_premise_relations_words():
     """hoax.yaml's words where it lists them, else the clause's own words."""
     words = hoax_spec.load_spec().premise_words
-    assert "border" in words["P47"] and "capital" in words["P36"]
+    assert "land border" in words["P47"] and "border" not in words["P47"] and "capital" in words["P36"]
     assert words["P37"] == ["official", "language"]  # from "whose official language is <O>"
     assert "P131" not in words  # never a premise
 
