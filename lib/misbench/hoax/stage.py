@@ -202,9 +202,14 @@ def value_sets(facts: DataFrame, labels: DataFrame, properties: Sequence[str], l
             .drop("above"))
 
 
+def disjoint_value_sets(facts: DataFrame, labels: DataFrame, spec: HoaxSpec, links: DataFrame) -> DataFrame:
+    """``value_sets`` of the properties that set premises apart (``spec.disjoint_premises``' vias)."""
+    return value_sets(facts, labels, sorted({d.via for d in spec.disjoint_premises.values()}), links)
+
+
 def premises(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], bridges: DataFrame,
              spec: HoaxSpec, seed: int, attempts: int, containment: DataFrame | None = None,
-             plan: Lazy = LAZY) -> DataFrame:
+             plan: Lazy = LAZY, sets: DataFrame | None = None) -> DataFrame:
     """Per bridge entity and premise relation: the bridge's recorded values (what a premise
     contradicts), the proof that a premise on it is false, and up to three false objects of
     the same type (claims' ``substitutes``: never a value the graph gives it, in any rank or
@@ -223,9 +228,10 @@ def premises(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], 
     # London; a country inside the United Kingdom): the graph's part-of links, either way,
     # through up to CONTAINMENT_DEPTH steps (a district is inside its country too).
     links = containment if containment is not None else containment_links(facts).transform(plan.keep)
-    # kept: read for the bridges here and the false objects below
-    sets = value_sets(facts, labels, sorted({d.via for d in spec.disjoint_premises.values()}), links
-                      ).transform(plan.keep)
+    # ``sets``: ``value_sets`` of the disjointness properties (hoax_questions computes them once
+    # for this and its subject check); kept: read for the bridges here and the false objects below
+    if sets is None:
+        sets = disjoint_value_sets(facts, labels, spec, links).transform(plan.keep)
     bridge_sets = sets.select("subject_id", F.col("property").alias("via"), F.col("regions").alias("bridge_values"),
                               F.col("value_names").alias("bridge_value_names"),
                               F.col("value_statements").alias("bridge_value_statements"))
@@ -532,7 +538,8 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
     # the stage's run, which a rerun repeats whole.
     walked = chains(facts, labels, frames, dated_first, spec.dated_role).transform(plan.keep)
     containment = containment if containment is not None else containment_links(facts).transform(plan.keep)
-    found = premises(facts, labels, frames, walked, spec, seed, attempts, containment, plan).transform(plan.keep)
+    sets = disjoint_value_sets(facts, labels, spec, containment).transform(plan.keep)
+    found = premises(facts, labels, frames, walked, spec, seed, attempts, containment, plan, sets).transform(plan.keep)
     tried, settled = _triage(walked, found, seed, tried_per_chain, plan)
     # Wide rows for the tried candidates only (a premise is unique per bridge, property, object).
     candidates = (walked.join(tried, ["chain_id", "bridge_id"])
@@ -583,7 +590,7 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
     # from the premise's object too ("the country where Scotland lies that shares a border
     # with Belize": Scotland lies in Europe as well)
     vias = {r: d.via for r, d in spec.disjoint_premises.items()}
-    subject_sets = value_sets(facts, labels, sorted(set(vias.values())), containment).select(
+    subject_sets = sets.select(
         "subject_id", F.col("property").alias("subject_via"), F.col("regions").alias("subject_apart_values"))
     candidates = (candidates.withColumn("subject_via", mapping_column(vias, F.col("premise_property")))
                   .join(subject_sets, ["subject_id", "subject_via"], "left"))

@@ -529,9 +529,10 @@ _ITS_LEAVING = re.compile(r"\b(?:its|their)\s+(?:independence|secession|separati
 def _containment_failures(text: str, facts: ContentFacts, settings: dict) -> list[str]:
     """Where the claim puts the subject inside its false answer: a sentence that makes the
     two one ("Scotland is indeed the country of Algeria", ``equates_patterns``), or takes the
-    subject out of it ("Scottish Independence from Algeria", ``leaves_patterns``; in a
-    temporal text not in a sentence naming the period's end year or a later one, which may
-    tell how the period ended)."""
+    subject out of it ("Scottish Independence from Algeria", ``leaves_patterns``: in a
+    sentence naming the subject, its stem or "its independence", with no hedge of
+    ``leaves_hedges`` before the words; a temporal text may tell what came before its period
+    or how it ended, in a sentence whose years are all before it or reach its end)."""
     if not facts.false_answer or not facts.false_answer.strip() or not facts.subject.strip():
         return []
     reasons = []
