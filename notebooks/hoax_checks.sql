@@ -4,7 +4,7 @@
 -- in by `misbench sql` (on Databricks, enter them where the editor asks): :reference_date is
 -- claims.reference_date, :functional_premises the relations of conf/hoax.yaml's
 -- functional_premises, comma-separated (P19,P20,...), :disjoint_premises its
--- disjoint_premises as relation:via pairs (P47:P30). Run the checks with the profile and
+-- disjoint_premises as relation:via pairs (P47:P30, P26:lifespan). Run the checks with the profile and
 -- --set options the stages ran with: the lake does not record them.
 
 -- A false premise that the graph states (any rank, any time), either way round (borders are
@@ -80,11 +80,13 @@ WHERE size(array_distinct(transform(options, o -> lower(trim(o))))) != 4
 
 -- An option named like the question's subject or its bridge (ignoring case and surrounding
 -- spaces; the stage's own rule also ignores accents and punctuation): it would give the
--- question away.
+-- question away. (A premise on the second hop describes the answer: its near miss is
+-- named like the premise's subject, as it should be.)
 SELECT count(*) AS option_names_subject FROM hoax_questions q
 LEFT JOIN entities e ON e.id = q.subject_id
+LEFT JOIN entities b ON b.id = q.bridge_id
 WHERE q.source = 'wikidata'
-  AND exists(q.options, o -> lower(trim(o)) IN (lower(trim(e.label)), lower(trim(q.premise_subject_label))));
+  AND exists(q.options, o -> lower(trim(o)) IN (lower(trim(e.label)), lower(trim(b.label))));
 
 -- "I do not know" unbalanced: within a reasoning type and asked relation (the groups it is
 -- dealt in), its letters differ by more than one question.
@@ -104,14 +106,16 @@ SELECT count(*) AS idk_unbalanced FROM (
 -- subject's premise property, other than the premise's object. A disjointness proof must be
 -- on a relation of disjoint_premises and rest on the current values of its `via` property
 -- (continents) of the premise subject and object: both have some, none unknown, none shared.
--- A missing statement alone proves nothing.
+-- A lifespan proof (via lifespan) must rest on their dates of birth and death, one side's
+-- death before the other's birth. A missing statement alone proves nothing.
 SELECT count(DISTINCT question_id) AS premise_unproven FROM (
   SELECT question_id, premise_subject, premise_property, premise_object, premise_proof.kind AS kind, sid,
     premise_proof.statement_ids AS sids,
-    nullif(regexp_extract(:disjoint_premises, concat('(?:^|,)', premise_property, ':(P[0-9]+)'), 1), '') AS via
+    nullif(regexp_extract(:disjoint_premises, concat('(?:^|,)', premise_property, ':([A-Za-z0-9]+)'), 1), '') AS via
   FROM hoax_questions LATERAL VIEW OUTER explode(premise_proof.statement_ids) AS sid WHERE source = 'wikidata') x
 WHERE x.kind IS NULL OR x.sid IS NULL
-  OR x.kind NOT IN ('functional: the graph records another value', 'disjoint: the graph gives the two no value in common')
+  OR x.kind NOT IN ('functional: the graph records another value', 'disjoint: the graph gives the two no value in common',
+                    'lifespan: one died before the other was born')
   OR (x.kind = 'functional: the graph records another value' AND (
     NOT array_contains(split(:functional_premises, ','), x.premise_property)
     OR NOT EXISTS (
@@ -126,7 +130,7 @@ WHERE x.kind IS NULL OR x.sid IS NULL
         AND (t.end_time IS NULL OR (t.end_time != 'somevalue' AND regexp_replace(t.end_time, '~$', '') > :reference_date))
         AND (t.start_time IS NULL OR t.start_time = 'somevalue' OR regexp_replace(t.start_time, '~$', '') <= :reference_date)) != 1))
   OR (x.kind = 'disjoint: the graph gives the two no value in common' AND (
-    x.via IS NULL
+    x.via IS NULL OR x.via = 'lifespan'
     -- each statement of the proof a current value of `via`, of one of the two sides
     OR NOT EXISTS (
       SELECT 1 FROM triples t WHERE t.statement_id = x.sid AND t.property = x.via AND t.object_id IS NOT NULL
@@ -156,7 +160,26 @@ WHERE x.kind IS NULL OR x.sid IS NULL
       SELECT 1 FROM triples t WHERE t.subject_id IN (x.premise_subject, x.premise_object)
         AND t.property = x.via AND t.value_type IN ('somevalue', 'novalue') AND t.rank != 'deprecated'
         AND (t.end_time IS NULL OR (t.end_time != 'somevalue' AND regexp_replace(t.end_time, '~$', '') > :reference_date))
-        AND (t.start_time IS NULL OR t.start_time = 'somevalue' OR regexp_replace(t.start_time, '~$', '') <= :reference_date))));
+        AND (t.start_time IS NULL OR t.start_time = 'somevalue' OR regexp_replace(t.start_time, '~$', '') <= :reference_date))))
+  OR (x.kind = 'lifespan: one died before the other was born' AND (
+    coalesce(x.via, '') != 'lifespan'
+    -- each statement of the proof a date of birth or death of one of the two sides
+    OR NOT EXISTS (
+      SELECT 1 FROM triples t WHERE t.statement_id = x.sid AND t.property IN ('P569', 'P570')
+        AND t.subject_id IN (x.premise_subject, x.premise_object) AND t.rank != 'deprecated')
+    -- one side's latest death before the other's earliest birth, in years, a side counting
+    -- only where every such statement of it (deprecated ones aside) is a known date of year
+    -- precision or finer, as the stage counts it
+    OR NOT (coalesce((
+        SELECT CASE WHEN count_if(NOT coalesce(t.time_precision >= 9 AND t.value RLIKE '^[0-9]{4}(-[0-9]{2}){0,2}$', false)) = 0 THEN max(CAST(substr(t.value, 1, 4) AS INT)) END
+        FROM triples t WHERE t.subject_id = x.premise_object AND t.property = 'P570' AND t.rank != 'deprecated') < (
+        SELECT CASE WHEN count_if(NOT coalesce(t.time_precision >= 9 AND t.value RLIKE '^[0-9]{4}(-[0-9]{2}){0,2}$', false)) = 0 THEN min(CAST(substr(t.value, 1, 4) AS INT)) END
+        FROM triples t WHERE t.subject_id = x.premise_subject AND t.property = 'P569' AND t.rank != 'deprecated'), false)
+      OR coalesce((
+        SELECT CASE WHEN count_if(NOT coalesce(t.time_precision >= 9 AND t.value RLIKE '^[0-9]{4}(-[0-9]{2}){0,2}$', false)) = 0 THEN max(CAST(substr(t.value, 1, 4) AS INT)) END
+        FROM triples t WHERE t.subject_id = x.premise_subject AND t.property = 'P570' AND t.rank != 'deprecated') < (
+        SELECT CASE WHEN count_if(NOT coalesce(t.time_precision >= 9 AND t.value RLIKE '^[0-9]{4}(-[0-9]{2}){0,2}$', false)) = 0 THEN min(CAST(substr(t.value, 1, 4) AS INT)) END
+        FROM triples t WHERE t.subject_id = x.premise_object AND t.property = 'P569' AND t.rank != 'deprecated'), false))));
 
 -- An intersection whose first fact's object also meets the second condition (any rank, any
 -- time): it would be both, and the question would have an answer.

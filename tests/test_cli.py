@@ -57,7 +57,7 @@ def test_sql_fills_the_checks_parameters_from_the_configuration(demo_lake, capsy
                      started]) == 0
         [row] = json.loads(capsys.readouterr().out)
         assert row["functional"] == sorted(load_spec().functional_premises)
-        assert row["disjoint"] == "P47:P30"
+        assert row["disjoint"] == "P184:lifespan,P26:lifespan,P47:P30"
         counts[day] = row["n"]
     assert counts["2026-01-01"] > counts["1000-01-01"] > 0  # the date reached the query
 

@@ -23,7 +23,7 @@ def query_parameters(cfg: Config, sql: str) -> dict[str, str]:
       comma-separated (``split(:functional_premises, ',')`` is the array): a string, so a
       Databricks editor's text parameter can take it too;
     - ``:disjoint_premises``: conf/hoax.yaml's disjoint_premises as relation:via pairs,
-      comma-separated ("P47:P30"), likewise a string.
+      comma-separated ("P184:lifespan,P26:lifespan,P47:P30"), likewise a string.
 
     Markers ``sql`` does not name are left out, so a statement without any (SHOW TABLES) runs
     as it would without parameters."""

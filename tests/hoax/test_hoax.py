@@ -16,7 +16,8 @@ from misbench.hoax import spec as hoax_spec
 from misbench.hoax.answers import answer_schema, json_verdict
 from misbench.hoax.job import run_hoax, run_hoax_import
 from misbench.hoax.stage import (
-    IDK, LETTERS, PREMISE_TRUE_OF_SUBJECT, PROOF_DISJOINT, PROOF_FUNCTIONAL, hoax_questions, options_problems,
+    IDK, LETTERS, PREMISE_TRUE_OF_SUBJECT, PROOF_DISJOINT, PROOF_FUNCTIONAL, PROOF_LIFESPAN, SECOND_HOP, hoax_questions,
+    options_problems,
 )
 from misbench.ingest.job import run_ingest
 from misbench.lake import DeltaRsLake
@@ -78,16 +79,19 @@ def test_questions_from_the_real_slice_pass_every_check(spark, hoax_lake):
         assert q.reasoning_type in hoax_spec.REASONING_TYPES
         assert q.false_premise_type in hoax_spec.FALSE_PREMISE_TYPES
         assert q.answer_type in hoax_spec.ANSWER_TYPES and q.category in hoax_spec.CATEGORIES
-        assert q.country and len(q.hops) == 2 and q.hops[0].object_id == q.hops[1].subject_id == q.premise_subject
+        assert q.country and len(q.hops) == 2 and q.hops[0].object_id == q.hops[1].subject_id
+        # the premise describes the bridge, or (a premise on the second hop) the entity asked for
+        assert q.premise_subject == (q.hops[1].object_id if q.pattern == SECOND_HOP else q.bridge_id)
         # The question names the premise's object and never its near miss; the explanation
         # says what is false and what the graph records instead.
         assert q.premise_object_label in q.question and q.near_miss not in q.question
         assert f"It is not true that {q.premise_statement[:-1]}" in q.explanation and IDK in q.explanation
         # proven false by the graph: a one-value relation whose single current value is another,
         # or (a shared border) two countries on different continents
-        if q.premise_proof.kind == PROOF_DISJOINT:
-            assert q.premise_property in disjoint and "no continent in common" in q.explanation
-            assert len(q.premise_proof.statement_ids) >= 2
+        if q.premise_proof.kind in (PROOF_DISJOINT, PROOF_LIFESPAN):
+            assert q.premise_property in disjoint and len(q.premise_proof.statement_ids) >= 2
+            assert ("no continent in common" if q.premise_proof.kind == PROOF_DISJOINT
+                    else "never lived at the same time") in q.explanation
             continue
         assert q.premise_property in functional and f"({functional[q.premise_property]})" in q.explanation
         assert q.premise_proof.kind == PROOF_FUNCTIONAL
@@ -152,10 +156,11 @@ def test_a_planted_true_premise_a_repeated_option_and_giveaways_are_found(spark,
                                       F.array_repeat(F.col("options")[0], 4)).otherwise(F.col("options")))
     # A second question with a distractor named like its bridge.
     second = questions.where(F.col("question_id") != first.question_id).orderBy("question_id").first()
+    bridge_label = lake.read("entities").where(F.col("id") == second.bridge_id).first().label
     slot = (second.idk_index + 1) % 4
     planted = planted.withColumn("options", F.when(
         F.col("question_id") == second.question_id,
-        F.array(*[F.lit(second.premise_subject_label.upper()) if i == slot else F.col("options")[i] for i in range(4)]))
+        F.array(*[F.lit(bridge_label.upper()) if i == slot else F.col("options")[i] for i in range(4)]))
         .otherwise(F.col("options")))
     # A third with a distractor named like its subject, with spaces around.
     third = questions.where(~F.col("question_id").isin(first.question_id, second.question_id)) \
@@ -202,7 +207,8 @@ def test_a_rewording_that_drops_the_premise_relation_is_refused(spark, hoax_lake
         return any(re.search(rf"\b{re.escape(w)}\b", text, re.IGNORECASE) for w in spec.premise_words[prop])
 
     dropped = kept = None
-    for q in lake.read("hoax_questions").where("source = 'wikidata'").orderBy("question_id").collect():
+    # bridge questions: the option rewords those only (a second-hop question keeps its template)
+    for q in lake.read("hoax_questions").where("source = 'wikidata' AND pattern = 'bridge'").orderBy("question_id").collect():
         phrase = spec.relations[q.premise_property].clause.split("<O>")[0].split(" ", 1)[1].strip()
         other = re.sub(rf"\b(that|who|whose) {re.escape(phrase)} ", "that is near ", q.template_question)
         if dropped is None and other != q.template_question and not names_relation(other, q.premise_property):
@@ -319,21 +325,25 @@ def test_option_rules():
 def test_a_premise_stated_the_other_way_round_or_of_the_subject_is_not_false(spark, cfg, hoax_lake, tmp_path):
     """A premise is checked in both directions (borders, spouses and twin towns are
     symmetric), and of the subject too: once the graph states a question's premise the other
-    way round, or of the subject its clause could also describe, the question is no hoax."""
+    way round, or of the subject its clause could also describe, the question is no hoax.
+    Planted deprecated: stated in any rank counts, and the false objects' pools (current
+    statements) stay as they were, so the same candidates come back to be refused."""
     root = tmp_path / "lake"
     lake = copy_lake(spark, hoax_lake[1].get("lake.root"), root)
     question = lake.read("hoax_questions").where("source = 'wikidata'").orderBy("question_id").first()
     triples = lake.read("triples")
     reversed_premise = triples.where(F.col("statement_id") == question.premise_proof.statement_ids[0]) \
         .withColumn("statement_id", F.lit("planted")).withColumn("subject_id", F.lit(question.premise_object)) \
-        .withColumn("object_id", F.lit(question.premise_subject))
+        .withColumn("object_id", F.lit(question.premise_subject)).withColumn("rank", F.lit("deprecated")) \
+        .withColumn("property", F.lit(question.premise_property))
     # and another's premise stated of its subject: "the country where X lies whose head of
     # government is Y" would also read as X's, which Y then is
     other = lake.read("hoax_questions").where(f"source = 'wikidata' AND premise_object != '{question.premise_object}'") \
         .orderBy("question_id").first()
     of_subject = triples.where(F.col("statement_id") == other.premise_proof.statement_ids[0]) \
         .withColumn("statement_id", F.lit("planted-2")).withColumn("subject_id", F.lit(other.subject_id)) \
-        .withColumn("object_id", F.lit(other.premise_object))
+        .withColumn("object_id", F.lit(other.premise_object)).withColumn("rank", F.lit("deprecated")) \
+        .withColumn("property", F.lit(other.premise_property))
     lake.write(triples.unionByName(reversed_premise).unionByName(of_subject).localCheckpoint(), "triples",
                partition_by=["value_type"])
     report = run_hoax(spark, lake, cfg.with_overrides([f"lake.root={root}"]))

@@ -197,3 +197,27 @@ def test_part_of_links_go_upward_through_three_places_then_a_country_never_betwe
     assert not {("Soho", "Camden"), ("Camden", "Soho"), ("Camden", "Westminster"), ("Paris", "UK"),
                 ("UK", "Soho"), ("London", "Soho")} & links
     assert ("Westminster", "Soho") not in links and all(a != b for a, b in links)
+
+
+def test_a_lifespan_counts_only_dates_a_year_or_finer_on_every_statement_of_its_side(spark):
+    """The earliest birth and the latest death, each only where every such statement (not
+    deprecated) is a known date of year precision or finer: a decade or an unknown death
+    leaves that side null, so no proof rests on it; the life in words names what is known."""
+    from misbench.hoax.stage import LIFESPAN, lifespans
+
+    rows = [  # subject, property, value, precision, rank, statement
+        ("Q1", "P569", "1815-12-10", 11, "normal", "b1"), ("Q1", "P569", "1816", 9, "normal", "b1x"),
+        ("Q1", "P570", "1852-11-27", 11, "normal", "d1"), ("Q1", "P570", "1900", 9, "deprecated", "d1x"),
+        ("Q2", "P569", "1950", 8, "normal", "b2"), ("Q2", "P570", "2001", 9, "normal", "d2"),
+        ("Q3", "P569", "1912-06-23", 11, "normal", "b3"), ("Q3", "P570", None, None, "normal", "d3"),
+    ]
+    facts = spark.createDataFrame(rows, "subject_id string, property string, value string, time_precision int, "
+                                        "rank string, statement_id string")
+    got = {r.subject_id: r for r in lifespans(facts).collect()}
+    assert {r.property for r in got.values()} == {LIFESPAN}
+    assert (got["Q1"].born, got["Q1"].died) == (1815, 1852)
+    assert got["Q1"].value_names == ["born 10 December 1815, died 27 November 1852"]
+    assert got["Q1"].value_statements == ["b1", "b1x", "d1"]
+    assert (got["Q2"].born, got["Q2"].died) == (None, 2001)  # born in the 1950s: no year to compare
+    assert (got["Q3"].born, got["Q3"].died) == (1912, None)  # died at an unknown date
+    assert got["Q3"].value_names == ["born 23 June 1912"]

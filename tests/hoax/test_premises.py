@@ -163,7 +163,8 @@ def _spec_edited(tmp_path, section: str, added: str) -> None:
     ("disjoint_premises", "  P131: {via: P30, explanation: '<S> <O> <A> <B>'}\n",
      "disjoint_premises: P131 is no premise relation"),
     ("disjoint_premises", "  P37: {via: continent, explanation: '<S> <O> <A> <B>'}\n",
-     "disjoint_premises: P37 needs via, a property id"),
+     "disjoint_premises: P37 needs via, a property id such as P30, or lifespan"),
+    (None, "\nsecond_hop: {question: 'Which <T> is <A>?'}\n", "second_hop needs a question with <T>, <C> and <A>"),
     ("disjoint_premises", "  P37: {via: P30, explanation: 'set apart'}\n",
      "disjoint_premises: P37 needs an explanation with <S>, <O>, <A> and <B>"),
 ])

@@ -17,6 +17,9 @@ PROOF_FUNCTIONAL = "functional: the graph records another value"
 # The proof kind of a premise on an open list whose two sides the graph sets apart
 # (hoax.yaml's disjoint_premises: two countries on different continents share no border).
 PROOF_DISJOINT = "disjoint: the graph gives the two no value in common"
+# The proof kind of a premise two people cannot share (married to, a doctoral student of):
+# by the graph's dates, one died before the other was born (disjoint_premises via lifespan).
+PROOF_LIFESPAN = "lifespan: one died before the other was born"
 PROOF = "struct<kind:string,statement_ids:array<string>>"
 # The reason of a chain's question left out by hoax.countries.
 OUTSIDE_COUNTRIES = "country not among hoax.countries"
@@ -117,6 +120,12 @@ def class_category(types: Column, by_class: dict[str, str]) -> Column:
         return F.lit(None).cast("string")
     mapped = F.transform(F.coalesce(types, F.array().cast("array<string>")), lambda c: mapping_column(by_class, c))
     return F.get(F.filter(mapped, lambda c: c.isNotNull()), 0)  # null where none is mapped
+
+
+def type_noun(types: Column, spec: HoaxSpec) -> Column:
+    """The noun (``type_nouns``) of the first of an entity's classes that has one; null if none."""
+    nouns = F.transform(F.coalesce(types, F.array().cast("array<string>")), lambda c: mapping_column(spec.type_nouns, c))
+    return F.get(F.filter(nouns, lambda n: n.isNotNull()), 0)
 
 
 def answer_type_of(types: Column, spec: HoaxSpec) -> Column:

@@ -11,13 +11,13 @@ answer without the premise), Lyon, another entity of their type, "I do not know"
 """
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from misbench.claims.stage import KEPT, contains_words, fill, normalized
 from misbench.hoax.common import (
     IDK, LETTERS, OUTSIDE_COUNTRIES, PROOF_FUNCTIONAL, ambiguous_ids, answer_type_of, capitalized, class_category,
-    conform, containment_links, mapping_column, not_true, only_values, with_country, with_idk_dealt,
+    conform, containment_links, mapping_column, not_true, only_values, type_noun, with_country, with_idk_dealt,
 )
 from misbench.hoax.spec import HoaxSpec
 from misbench.ids import seeded_hash, stable_id
@@ -32,12 +32,6 @@ FEW_OPTIONS = "fewer than three distractors"
 ASKED_FROM_OTHER_SIDE = "the same two facts asked from the other side"
 
 
-def _noun(types: Column, spec: HoaxSpec) -> Column:
-    """The noun (``type_nouns``) of the first of an entity's classes that has one; null if none."""
-    nouns = F.transform(F.coalesce(types, F.array().cast("array<string>")), lambda c: mapping_column(spec.type_nouns, c))
-    return F.get(F.filter(nouns, lambda n: n.isNotNull()), 0)
-
-
 def _fact_rows(facts: DataFrame, labels: DataFrame, spec: HoaxSpec) -> DataFrame:
     """Facts that can be a condition: a bridge relation's only current value, subject and
     object named, the object of a class with a noun (``type_nouns``)."""
@@ -47,7 +41,7 @@ def _fact_rows(facts: DataFrame, labels: DataFrame, spec: HoaxSpec) -> DataFrame
                                F.col("instance_of").alias("subject_types")), "subject_id")
             .join(named.select(F.col("id").alias("object_id"), F.col("label").alias("object_label"),
                                F.col("instance_of").alias("object_types")), "object_id")
-            .withColumn("noun", _noun(F.col("object_types"), spec)).where(F.col("noun").isNotNull())
+            .withColumn("noun", type_noun(F.col("object_types"), spec)).where(F.col("noun").isNotNull())
             .join(ambiguous_ids(labels).select(F.col("id").alias("subject_id")), "subject_id", "left_anti")
             .select("subject_id", "property", "object_id", "statement_id", "subject_label", "subject_types",
                     "object_label", "object_types", "noun"))
@@ -127,7 +121,7 @@ def intersection_questions(facts: DataFrame, labels: DataFrame, spec: HoaxSpec, 
     # The extra distractor: another named entity of the noun, named unlike both objects and
     # both subjects and absent from the question (neither condition's value, so not both).
     entities = (labels.where(F.col("label").isNotNull()).select(F.col("label").alias("extra_label"),
-                                                                _noun(F.col("instance_of"), spec).alias("noun"), "id")
+                                                                type_noun(F.col("instance_of"), spec).alias("noun"), "id")
                 .where(F.col("noun").isNotNull()))
     entities = entities.withColumn("slot", F.row_number().over(
         Window.partitionBy("noun").orderBy(seeded_hash(F.col("id"), seed), "id")) - 1)

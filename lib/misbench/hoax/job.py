@@ -124,12 +124,17 @@ def replace_old_layout(lake: Lake) -> None:
 
 
 def _rejected(lake: Lake) -> dict[str, int]:
-    """Candidates not asked, per reason: the bridge walk's by reason, the other patterns' as
-    "pattern: reason" (both count "country not among hoax.countries")."""
+    """Candidates not asked, per reason: the bridge walk's (its premises on either hop) by
+    reason, the other patterns' as "pattern: reason" (both count "country not among
+    hoax.countries")."""
     rows = lake.read("hoax_stats").where((F.col("source") == SOURCE) & (F.col("pattern") != "reword")
                                          & ~F.col("reason").isin(*stage.KEPT_REASONS)).collect()
-    return {r["reason"] if r["pattern"] == stage.PATTERN else f"{r['pattern']}: {r['reason']}": r["candidates"]
-            for r in rows}
+    rejected: dict[str, int] = {}
+    for r in rows:
+        walk = r["pattern"] in (stage.PATTERN, stage.SECOND_HOP)
+        key = r["reason"] if walk else f"{r['pattern']}: {r['reason']}"
+        rejected[key] = rejected.get(key, 0) + r["candidates"]
+    return rejected
 
 
 def _countries(value) -> list[str] | None:
@@ -173,7 +178,9 @@ def run_hoax(spark: SparkSession, lake: Lake, cfg: Config) -> HoaxReport:
     stats = stage.hoax_stats(candidates.select("pattern", "reason").unionByName(
         intersection_candidates.select("pattern", "reason")), SOURCE)
     reworded = None
-    # Bridge questions only: a comparison names both descriptions, its near miss among them.
+    # Bridge questions only: a comparison names both descriptions, its near miss among them;
+    # a rewording of a second-hop question could move its clause onto the bridge ("the
+    # spouse of Viktor Daso's father, who was born in Nake"), and no check here would see it.
     bridge = F.col("pattern") == stage.PATTERN
     if settings["reword"]["enabled"] and questions.where(bridge).count():
         with_names = questions.where(bridge).join(

@@ -48,9 +48,14 @@ class Comparison:
 @dataclass(frozen=True)
 class DisjointPremise:
     """A proof for a premise on an open list: the bridge and the premise's object each have
-    current values of ``via``, all known, and none in common."""
-    via: str  # the property whose values set the two apart (P30, continent)
+    current values of ``via``, all known, and none in common; or, with ``via`` LIFESPAN, one
+    died before the other was born."""
+    via: str  # the property whose values set the two apart (P30, continent), or LIFESPAN
     explanation: str  # with <S> (bridge), <O> (premise object), <A> and <B> (their values)
+
+
+# A disjointness by dates of birth and death (P569, P570) instead of a property's values.
+LIFESPAN = "lifespan"
 
 
 @dataclass(frozen=True)
@@ -83,6 +88,8 @@ class HoaxSpec:
     # premise relation -> the disjointness that proves it false (open lists: shares a border with)
     disjoint_premises: dict[str, DisjointPremise] = field(default_factory=dict)
     disjoint_candidates: int = 8  # false objects searched per such premise before the disjointness filter
+    # premises on the second hop: <T> the answer's noun, <C> the premise clause, <A> its phrase; "": none
+    second_hop_question: str = ""
 
     @property
     def premise_relations(self) -> list[str]:
@@ -92,7 +99,9 @@ class HoaxSpec:
     def properties(self) -> list[str]:
         """Every property the stage reads facts of."""
         roles = {prop for role in self.premise_object_roles.values() for prop in role}
-        vias = {d.via for d in self.disjoint_premises.values()}
+        vias = {d.via for d in self.disjoint_premises.values()} - {LIFESPAN}
+        if any(d.via == LIFESPAN for d in self.disjoint_premises.values()):
+            vias |= {"P569", "P570"}
         return sorted(set(self.relations) | set(self.bridges) | set(self.date_questions) | set(self.country_relations)
                       | set(CONTAINMENT) | roles | vias)
 
@@ -177,8 +186,9 @@ def _disjoint(path: Path, asked: dict[str, AskedRelation], functional: dict[str,
             raise ConfigError(f"{path}: disjoint_premises: {relation} is a functional premise already")
         via = str(item.get("via", "")) if isinstance(item, dict) else ""
         explanation = item.get("explanation") if isinstance(item, dict) else None
-        if not re.fullmatch(r"P\d+", via):
-            raise ConfigError(f"{path}: disjoint_premises: {relation} needs via, a property id such as P30")
+        if not re.fullmatch(r"P\d+", via) and via != LIFESPAN:
+            raise ConfigError(f"{path}: disjoint_premises: {relation} needs via, a property id such as P30, "
+                              f"or {LIFESPAN}")
         if not isinstance(explanation, str) or not all(slot in explanation for slot in ("<S>", "<O>", "<A>", "<B>")):
             raise ConfigError(f"{path}: disjoint_premises: {relation} needs an explanation with <S>, <O>, <A> and <B>")
         out[relation] = DisjointPremise(via, explanation)
@@ -226,6 +236,16 @@ def _intersections(path: Path, listed) -> tuple[str, float]:
         raise ConfigError(f"{path}: intersections needs a question with <T>, <A> and <B> "
                           "(\"Which <T> is both <A> and <B>?\") and a share")
     return question, _share(path, "intersections", listed.get("share", 0.0))
+
+
+def _second_hop(path: Path, listed) -> str:
+    """second_hop: the question of a premise on the entity the chain ends at (<T>, <C>, <A>)."""
+    if not listed:
+        return ""
+    question = listed.get("question") if isinstance(listed, dict) else None
+    if not isinstance(question, str) or not all(slot in question for slot in ("<T>", "<C>", "<A>")):
+        raise ConfigError(f"{path}: second_hop needs a question with <T>, <C> and <A> (\"Which <T> <C> is <A>?\")")
+    return question
 
 
 def _dated_bridges(path: Path, bridges: dict, listed) -> tuple[list[str], str]:
@@ -332,4 +352,5 @@ def load_spec(path: Path | None = None) -> HoaxSpec:
         intersection_question=intersection_question, intersection_share=intersection_share,
         dated_bridges=dated_bridges, dated_role=dated_role,
         disjoint_premises=disjoint, disjoint_candidates=disjoint_candidates,
+        second_hop_question=_second_hop(path, data.get("second_hop")),
     )

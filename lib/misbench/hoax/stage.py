@@ -27,15 +27,18 @@ from misbench.claims.stage import (
     KEPT, contains_words, date_text, fill, normalized, period_start, precision_years, shifted_date, substitutes,
 )
 from misbench.hoax.common import (  # noqa: F401 (IDK, LETTERS, conform... are also read from here)
-    HOP, IDK, LETTERS, OUTSIDE_COUNTRIES, PROOF, PROOF_DISJOINT, PROOF_FUNCTIONAL, QUESTION_FIELDS, QUESTION_SCHEMA,
-    ambiguous_ids, answer_type_of, capitalized, class_category, conform, containment_links, mapping_column, not_true,
-    only_values, with_country, with_idk_dealt,
+    HOP, IDK, LETTERS, OUTSIDE_COUNTRIES, PROOF, PROOF_DISJOINT, PROOF_FUNCTIONAL, PROOF_LIFESPAN, QUESTION_FIELDS,
+    QUESTION_SCHEMA, ambiguous_ids, answer_type_of, capitalized, class_category, conform, containment_links, mapping_column, not_true,
+    only_values, type_noun, with_country, with_idk_dealt,
 )
-from misbench.hoax.spec import HoaxSpec
+from misbench.hoax.spec import LIFESPAN, HoaxSpec
 from misbench.ids import seeded_hash, stable_id
 from misbench.plans import LAZY, Lazy
 
 PATTERN = "bridge"
+# A premise on the entity the chain ends at (hoax.yaml's second_hop): "Which person who was
+# born in Lyon is the spouse of the director of Titanic?"
+SECOND_HOP = "second hop"
 # A chosen date question asked instead as which of two comes first (with_comparisons): its
 # candidate counts under the bridge walk that found it, with this reason.
 COMPARISON = "comparison"
@@ -174,6 +177,20 @@ def chains(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame],
                                               F.col("at_year").cast("string"))))
 
 
+def premise_targets(walked: DataFrame, spec: HoaxSpec) -> DataFrame:
+    """chain_id, premise_hop, premise_on: the entities a chain's premise may describe. Hop 1:
+    its bridge. Hop 2 (``spec.second_hop_question``): the entity it ends at, where the second
+    hop is a bridge relation (it has a phrase to ask through) and that entity a noun
+    (``type_nouns``: "Which person ..."); a date is no entity."""
+    first = walked.select("chain_id", F.lit(1).alias("premise_hop"), F.col("bridge_id").alias("premise_on"))
+    if not spec.second_hop_question:
+        return first
+    second = walked.where(~F.col("is_date") & F.col("answer_id").isNotNull() & F.col("second").isin(list(spec.bridges))
+                          & type_noun(F.col("answer_types"), spec).isNotNull()).select(
+        "chain_id", F.lit(2).alias("premise_hop"), F.col("answer_id").alias("premise_on"))
+    return first.unionByName(second)
+
+
 def value_sets(facts: DataFrame, labels: DataFrame, properties: Sequence[str], links: DataFrame) -> DataFrame:
     """Per subject and property of ``properties`` whose current values are all known (no
     unknown value): the values (``values``, sorted ids), their names (``value_names``: the
@@ -202,9 +219,54 @@ def value_sets(facts: DataFrame, labels: DataFrame, properties: Sequence[str], l
             .drop("above"))
 
 
+def lifespans(facts: DataFrame) -> DataFrame:
+    """subject_id, property (LIFESPAN), born, died, value_names, value_statements: per entity
+    with a date of birth or death (P569, P570; deprecated ones aside), the earliest year it
+    may have been born and the latest it may have died, where every such statement of it
+    is a known date of year precision or finer (a decade, a century or an unknown value
+    leaves that side null: no proof rests on it). ``value_names``: its life in words ("born
+    1815, died 1852"). What a lifespan proof compares: one died before the other was born."""
+    rows = facts.where(F.col("property").isin(BIRTH, DEATH) & (F.col("rank") != "deprecated"))
+    year = F.when(F.coalesce(F.col("time_precision"), F.lit(0)) >= YEAR_PRECISION, _year(F.col("value")))
+    rows = rows.withColumn("year", year).withColumn("text", date_text(F.col("value"), F.col("time_precision")))
+    side = lambda prop, pick: F.when(  # noqa: E731 (the year only where every statement of that side has one)
+        F.sum(((F.col("property") == prop) & F.col("year").isNull()).cast("int")) == 0,
+        pick(F.when(F.col("property") == prop, F.col("year"))))
+    words = lambda prop, pick: pick(F.when(F.col("property") == prop, F.col("text")),  # noqa: E731
+                                    F.when(F.col("property") == prop, F.col("year")))
+    life = (rows.groupBy("subject_id")
+            .agg(side(BIRTH, F.min).alias("born"), side(DEATH, F.max).alias("died"),
+                 words(BIRTH, F.min_by).alias("born_text"), words(DEATH, F.max_by).alias("died_text"),
+                 F.sort_array(F.collect_set("statement_id")).alias("value_statements"))
+            .where(F.col("born").isNotNull() | F.col("died").isNotNull()))
+    name = F.concat_ws(", ", F.when(F.col("born").isNotNull(), F.concat(F.lit("born "), F.col("born_text"))),
+                       F.when(F.col("died").isNotNull(), F.concat(F.lit("died "), F.col("died_text"))))
+    return life.select("subject_id", F.lit(LIFESPAN).alias("property"), "born", "died",
+                       F.array(name).alias("value_names"), "value_statements")
+
+
 def disjoint_value_sets(facts: DataFrame, labels: DataFrame, spec: HoaxSpec, links: DataFrame) -> DataFrame:
-    """``value_sets`` of the properties that set premises apart (``spec.disjoint_premises``' vias)."""
-    return value_sets(facts, labels, sorted({d.via for d in spec.disjoint_premises.values()}), links)
+    """``value_sets`` of the properties that set premises apart (``spec.disjoint_premises``'
+    vias), and ``lifespans`` where a via is LIFESPAN (``regions`` empty there, ``born`` and
+    ``died`` null elsewhere)."""
+    vias = {d.via for d in spec.disjoint_premises.values()}
+    sets = value_sets(facts, labels, sorted(vias - {LIFESPAN}), links).withColumn(
+        "born", F.lit(None).cast("int")).withColumn("died", F.lit(None).cast("int"))
+    if LIFESPAN not in vias:
+        return sets
+    return sets.unionByName(lifespans(facts).withColumn("values", F.array().cast("array<string>"))
+                            .withColumn("regions", F.array().cast("array<string>")))
+
+
+def _apart(one: str, other: str) -> Column:
+    """Whether the graph sets two sides apart (``disjoint_value_sets`` columns ``<side>_values``,
+    ``<side>_born``, ``<side>_died`` and the row's ``via``): no value in common, or one died
+    before the other was born. False where either side has no row."""
+    by_dates = (F.coalesce(F.col(f"{one}_died") < F.col(f"{other}_born"), F.lit(False))
+                | F.coalesce(F.col(f"{other}_died") < F.col(f"{one}_born"), F.lit(False)))
+    return (F.col(f"{one}_values").isNotNull() & F.col(f"{other}_values").isNotNull()
+            & F.when(F.col("via") == LIFESPAN, by_dates)
+            .otherwise(~F.arrays_overlap(f"{one}_values", f"{other}_values")))
 
 
 def premises(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], bridges: DataFrame,
@@ -233,6 +295,7 @@ def premises(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], 
     if sets is None:
         sets = disjoint_value_sets(facts, labels, spec, links).transform(plan.keep)
     bridge_sets = sets.select("subject_id", F.col("property").alias("via"), F.col("regions").alias("bridge_values"),
+                              F.col("born").alias("bridge_born"), F.col("died").alias("bridge_died"),
                               F.col("value_names").alias("bridge_value_names"),
                               F.col("value_statements").alias("bridge_value_statements"))
     relations = frames["relations"].where(F.col("clause").isNotNull()).select(
@@ -320,9 +383,10 @@ def premises(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], 
     found = found.select(F.col("claim_id").alias("premise_key"), F.col("candidate_id").alias("premise_object"),
                          F.col("candidate_label").alias("premise_object_label"), "choice")
     object_sets = sets.select(F.col("subject_id").alias("premise_object"), F.col("property").alias("via"),
-                              F.col("regions").alias("object_values"), F.col("value_names").alias("object_value_names"),
+                              F.col("regions").alias("object_values"), F.col("born").alias("object_born"),
+                              F.col("died").alias("object_died"), F.col("value_names").alias("object_value_names"),
                               F.col("value_statements").alias("object_value_statements"))
-    apart = F.col("object_values").isNotNull() & ~F.arrays_overlap("bridge_values", "object_values")
+    apart = _apart("bridge", "object")
     joined = known.join(found, "premise_key", "left").join(object_sets, ["premise_object", "via"], "left")
     # every premise keeps its first three false objects: a disjoint one, the first three set apart
     first_apart = F.row_number().over(Window.partitionBy("premise_key").orderBy("choice"))
@@ -335,7 +399,7 @@ def premises(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], 
     proof = (F.when(proven, F.struct(F.lit(PROOF_FUNCTIONAL).alias("kind"),
                                      F.col("contradicted_statement_ids").alias("statement_ids")))
              .when(disjoint & F.col("premise_object").isNotNull(), F.struct(
-                 F.lit(PROOF_DISJOINT).alias("kind"),
+                 F.when(F.col("via") == LIFESPAN, F.lit(PROOF_LIFESPAN)).otherwise(F.lit(PROOF_DISJOINT)).alias("kind"),
                  F.sort_array(F.concat("bridge_value_statements", "object_value_statements")).alias("statement_ids"))))
     return (rows
             .withColumn("premise_reason", F.when(F.col("self_valued") == 1, F.lit("premise relation gives the bridge itself"))
@@ -352,7 +416,8 @@ def premises(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], 
             .select(F.col("subject_id").alias("bridge_id"), F.col("property").alias("premise_property"),
                     "premise_template", "premise_clause", "premise_answer_type", "contradicted_statement_ids",
                     "known_values", "true_labels", "unlabelled_ids", "premise_object", "premise_object_label",
-                    "premise_reason", "premise_proof", "bridge_value_names", "object_values", "object_value_names"))
+                    "premise_reason", "premise_proof", "bridge_value_names", "object_values", "object_born", "object_died",
+                    "object_value_names"))
 
 
 def _usable(options: DataFrame, against: Sequence[str] = ("subject_label", "bridge_label")) -> DataFrame:
@@ -431,13 +496,37 @@ ANSWER_COLUMNS = ("bridge_id", "second", "answer_id", "answer_text", "answer_val
                   "bridge_label")
 
 
-def _context_options(candidates: DataFrame, facts: DataFrame, labels: DataFrame) -> DataFrame:
-    """Per candidate, the context option: the answer the question would have if the premise's
-    object were the bridge (entity answers only)."""
+# Entities holding a second-hop premise (born in Lyon) tried per premise as its context option.
+CONTEXT_HOLDERS = 8
+
+
+def _context_options(candidates: DataFrame, facts: DataFrame, labels: DataFrame, seed: int) -> DataFrame:
+    """Per candidate, the context option (entity answers only). A premise on the bridge: the
+    answer the question would have if the premise's object were the bridge. A premise on the
+    second hop: an entity sharing a class with the answer that the premise is true of (a
+    person born in Lyon), the first in seeded order: it fits the description, not the chain."""
     unique = only_values(facts)
-    return (candidates.where(~F.col("is_date"))
-            .join(unique.select(F.col("subject_id").alias("premise_object"), F.col("property").alias("second"),
-                                F.col("object_id").alias("context_id")), ["premise_object", "second"])
+    on_bridge = (candidates.where(~F.col("is_date") & (F.col("premise_hop") == 1))
+                 .join(unique.select(F.col("subject_id").alias("premise_object"), F.col("property").alias("second"),
+                                     F.col("object_id").alias("context_id")), ["premise_object", "second"]))
+    # a few seeded holders per premise before the join: "born in London" has thousands
+    on_answer_rows = candidates.where(F.col("premise_hop") == 2)
+    asked_premises = on_answer_rows.select("premise_property", "premise_object").distinct()
+    few = Window.partitionBy("premise_property", "premise_object").orderBy(
+        seeded_hash(F.col("context_id"), seed), "context_id")
+    holders = (unique.select(F.col("property").alias("premise_property"), F.col("object_id").alias("premise_object"),
+                             F.col("subject_id").alias("context_id"))
+               .join(asked_premises, ["premise_property", "premise_object"], "left_semi")
+               .withColumn("n", F.row_number().over(few)).where(F.col("n") <= CONTEXT_HOLDERS).drop("n"))
+    fitting = (on_answer_rows.join(holders, ["premise_property", "premise_object"])
+               .join(labels.select(F.col("id").alias("context_id"), F.col("instance_of").alias("context_types")),
+                     "context_id")
+               .where(F.arrays_overlap(F.coalesce("context_types", F.array().cast("array<string>")),
+                                       F.coalesce("answer_types", F.array().cast("array<string>")))))
+    first_fitting = Window.partitionBy("candidate_id").orderBy(seeded_hash(F.col("context_id"), seed), "context_id")
+    on_answer = fitting.withColumn("n", F.row_number().over(first_fitting)).where("n = 1").drop("n", "context_types")
+    columns = ("candidate_id", "chain_id", "answer_id", "subject_label", "bridge_label", "context_id")
+    return (on_bridge.select(*columns).unionByName(on_answer.select(*columns))
             .where(F.col("context_id") != F.col("answer_id"))
             .join(labels.select(F.col("id").alias("context_id"), F.col("label").alias("option")), "context_id")
             .transform(_usable)
@@ -476,14 +565,20 @@ PREMISE_UNPROVEN_OF_SUBJECT = "premise not proven false of the subject, which th
 
 def _early_reason() -> Column:
     """Why a candidate fails before its premise is checked against the graph: labels, the
-    bridge's premises (``premise_reason``), a premise on a hop's relation. Null: try it."""
+    premises of the entity it describes (``premise_reason``), a premise on a hop's relation
+    or naming an entity of the chain. Null: try it."""
     return (F.when(F.col("subject_label").isNull(), F.lit("subject has no label"))
             .when(F.col("bridge_label").isNull(), F.lit("bridge entity has no label"))
             .when(F.col("answer_text").isNull(), F.lit("answer has no label"))
-            .when(F.col("premise_property").isNull(), F.lit("bridge entity has no premise relation"))
+            .when(F.col("premise_property").isNull(),
+                  F.when(F.col("premise_hop") == 2, F.lit("answer has no premise relation"))
+                  .otherwise(F.lit("bridge entity has no premise relation")))
             .when(F.col("premise_property").isin(F.col("first"), F.col("second")),
                   F.lit("premise relation is a hop's relation"))
-            .when(F.col("premise_reason").isNotNull(), F.col("premise_reason")))
+            .when(F.col("premise_reason").isNotNull(), F.col("premise_reason"))
+            .when(F.col("premise_object").isin(F.col("subject_id"), F.col("bridge_id"),
+                                               F.coalesce(F.col("answer_id"), F.lit(""))),
+                  F.lit("premise object is an entity of the chain")))
 
 
 def _seeded_order(seed: int) -> tuple[Column, Column]:
@@ -491,29 +586,35 @@ def _seeded_order(seed: int) -> tuple[Column, Column]:
     return seeded_hash(F.col("candidate_id"), seed), F.col("candidate_id")
 
 
-def _triage(walked: DataFrame, found: DataFrame, seed: int, tried_per_chain: int,
+def _triage(walked: DataFrame, targets: DataFrame, found: DataFrame, seed: int, tried_per_chain: int,
             plan: Lazy = LAZY) -> tuple[DataFrame, DataFrame]:
     """(candidates to try: chain and premise keys, every other candidate with its reason), on
-    narrow rows. A chain has a candidate per premise of its bridge (dozens for a country: 14
-    per chain on the synthetic graphs) and yields one question, the first candidate in seeded
-    order that passes every check. Only its first ``tried_per_chain`` candidates with no early
-    reason go through the checks that join the graph; the rest are counted as not tried, so a
-    chain whose tried candidates all fail a later check has no question."""
-    pairs = (walked.select("chain_id", "subject_id", "first", "bridge_id", "second", "subject_label", "bridge_label",
-                           "answer_text")
-             .join(found.select("bridge_id", "premise_property", "premise_object", "premise_reason"), "bridge_id", "left")
+    narrow rows. A chain has a candidate per premise of the entities its premise may describe
+    (``premise_targets``; dozens for a country: 14 per chain on the synthetic graphs) and
+    yields one question, the first candidate in seeded order that passes every check. Only its
+    first ``tried_per_chain`` candidates with no early reason go through the checks that join
+    the graph; the rest are counted as not tried, so a chain whose tried candidates all fail a
+    later check has no question."""
+    on_answer = F.col("premise_hop") == 2
+    pairs = (walked.select("chain_id", "subject_id", "first", "bridge_id", "second", "answer_id", "subject_label",
+                           "bridge_label", "answer_text")
+             .join(targets, "chain_id")
+             .join(found.select(F.col("bridge_id").alias("premise_on"), "premise_property", "premise_object",
+                                "premise_reason"), "premise_on", "left")
+             # a bridge premise keeps the id it had before premises on the second hop
              .withColumn("candidate_id", stable_id(F.col("chain_id"), F.coalesce("premise_property", F.lit("")),
-                                                   F.coalesce("premise_object", F.lit(""))))
+                                                   F.coalesce("premise_object", F.lit("")),
+                                                   F.when(on_answer, F.lit(SECOND_HOP))))
              .withColumn("reason", _early_reason()))
     order = Window.partitionBy("chain_id", F.col("reason").isNull()).orderBy(*_seeded_order(seed))
     pairs = pairs.withColumn("reason", F.when(
         F.col("reason").isNull() & (F.row_number().over(order) > tried_per_chain), F.lit(NOT_TRIED))
         .otherwise(F.col("reason"))).transform(plan.keep)
     settled = pairs.where(F.col("reason").isNotNull()).select(
-        "candidate_id", "chain_id", "subject_id", "first", "bridge_id", "second", "premise_property", "premise_object",
-        F.lit(None).cast("string").alias("question"), "reason")
-    tried = pairs.where(F.col("reason").isNull()).select("chain_id", "bridge_id", "premise_property", "premise_object",
-                                                         "candidate_id")
+        "candidate_id", "chain_id", "subject_id", "first", "bridge_id", "second", "premise_hop", "premise_on",
+        "premise_property", "premise_object", F.lit(None).cast("string").alias("question"), "reason")
+    tried = pairs.where(F.col("reason").isNull()).select("chain_id", "bridge_id", "premise_hop", "premise_on",
+                                                         "premise_property", "premise_object", "candidate_id")
     return tried, settled
 
 
@@ -539,18 +640,38 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
     walked = chains(facts, labels, frames, dated_first, spec.dated_role).transform(plan.keep)
     containment = containment if containment is not None else containment_links(facts).transform(plan.keep)
     sets = disjoint_value_sets(facts, labels, spec, containment).transform(plan.keep)
-    found = premises(facts, labels, frames, walked, spec, seed, attempts, containment, plan, sets).transform(plan.keep)
-    tried, settled = _triage(walked, found, seed, tried_per_chain, plan)
-    # Wide rows for the tried candidates only (a premise is unique per bridge, property, object).
+    targets = premise_targets(walked, spec)
+    # one search for both hops' entities: a bridge is often another chain's answer
+    found = premises(facts, labels, frames, targets.select(F.col("premise_on").alias("bridge_id")), spec, seed,
+                     attempts, containment, plan, sets).transform(plan.keep)
+    tried, settled = _triage(walked, targets, found, seed, tried_per_chain, plan)
+    # Wide rows for the tried candidates only (a premise is unique per entity, property, object).
     candidates = (walked.join(tried, ["chain_id", "bridge_id"])
-                  .join(found, ["bridge_id", "premise_property", "premise_object"]))
-    clause = F.when(F.array_contains(F.coalesce(F.col("bridge_types"), F.array()), "Q5"),
-                    F.regexp_replace(F.col("premise_clause"), "^that ", "who ")).otherwise(F.col("premise_clause"))
-    description = F.concat(fill(F.col("role"), F.col("subject_label")), F.lit(" "),
-                           fill(clause, F.lit(""), F.col("premise_object_label")))
+                  .join(found.withColumnRenamed("bridge_id", "premise_on"),
+                        ["premise_on", "premise_property", "premise_object"]))
+    on_answer = F.col("premise_hop") == 2
+    described_types = F.coalesce(F.when(on_answer, F.col("answer_types")).otherwise(F.col("bridge_types")),
+                                 F.array().cast("array<string>"))
+    person = F.array_contains(described_types, "Q5")
+    clause = fill(F.when(person, F.regexp_replace(F.col("premise_clause"), "^that ", "who "))
+                  .otherwise(F.col("premise_clause")), F.lit(""), F.col("premise_object_label"))
+    first_phrase = fill(F.col("role"), F.col("subject_label"))
+    # The second hop asked through its bridge phrase: "the spouse of the director of Titanic".
+    asked = fill(mapping_column(spec.bridges, F.col("second")), first_phrase)
+    noun = type_noun(F.col("answer_types"), spec)
+    on_answer_question = F.replace(F.replace(F.replace(
+        F.lit(spec.second_hop_question), F.lit("<T>"), noun),
+        F.lit("<C>"), clause), F.lit("<A>"), asked)
     candidates = (candidates
-                  .withColumn("description", description)
-                  .withColumn("question", fill(F.col("second_question"), F.col("description"))))
+                  .withColumn("premise_on_label", F.when(on_answer, F.col("answer_text")).otherwise(F.col("bridge_label")))
+                  # "a person who was born in Nake and is the spouse of the father of Viktor
+                  # Daso": the clause stays on the thing asked for, as in the question
+                  .withColumn("description", F.when(on_answer, F.concat(
+                      F.when(noun.rlike("^[aeioAEIO]"), F.lit("an ")).otherwise(F.lit("a ")), noun, F.lit(" "),
+                      clause, F.lit(" and is "), asked))
+                      .otherwise(F.concat(first_phrase, F.lit(" "), clause)))
+                  .withColumn("question", F.when(on_answer, on_answer_question)
+                              .otherwise(fill(F.col("second_question"), F.col("description")))))
     # The premise must be absent from the graph in every rank and time, in both directions
     # (borders, spouses and twin towns are symmetric; substitutes already avoid the bridge's
     # values, this is the proof written down), and for every value the first hop ever had: a
@@ -560,16 +681,24 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
                                F.col("object_id").alias("premise_object")).unionByName(
         statements.select(F.col("object_id").alias("holder"), F.col("property").alias("premise_property"),
                           F.col("subject_id").alias("premise_object"))).distinct()
-    holders = facts.where((F.col("rank") != "deprecated") & F.col("object_id").isNotNull()).select(
-        F.col("subject_id"), F.col("property").alias("first"), F.col("object_id").alias("holder"))
+    values = facts.where((F.col("rank") != "deprecated") & F.col("object_id").isNotNull()).select(
+        "subject_id", "property", "object_id")
+    keys = candidates.select("candidate_id", "subject_id", "first", "bridge_id", "second", "premise_hop", "premise_on",
+                             "premise_property", "premise_object").where(F.col("premise_object").isNotNull())
+    ever_first = keys.join(values.select("subject_id", F.col("property").alias("first"),
+                                         F.col("object_id").alias("holder")), ["subject_id", "first"])
+    # A premise on the second hop: every second-hop value of every value the first hop had
+    # (the current bridge among them).
+    ever_second = (ever_first.where(F.col("premise_hop") == 2).withColumnRenamed("holder", "first_value")
+                   .join(values.select(F.col("subject_id").alias("first_value"), F.col("property").alias("second"),
+                                       F.col("object_id").alias("holder")), ["first_value", "second"])
+                   .drop("first_value"))
     # The subject too: "the capital of Grastaia whose head of government is Pedro Gratra" also
     # reads as Grastaia's head of government, and is then true where he is.
-    holders = holders.unionByName(holders.select("subject_id", "first", F.col("subject_id").alias("holder")).distinct())
-    stated_for = (candidates.select("candidate_id", "subject_id", "first", "bridge_id", "premise_property",
-                                    "premise_object").where(F.col("premise_object").isNotNull())
-                  .join(holders, ["subject_id", "first"])
-                  .join(stated, ["holder", "premise_property", "premise_object"])
-                  .groupBy("candidate_id").agg(F.max((F.col("holder") == F.col("bridge_id")).cast("int"))
+    holders = (ever_first.where(F.col("premise_hop") == 1).unionByName(ever_second)
+               .unionByName(keys.withColumn("holder", F.col("subject_id"))))
+    stated_for = (holders.join(stated, ["holder", "premise_property", "premise_object"])
+                  .groupBy("candidate_id").agg(F.max((F.col("holder") == F.col("premise_on")).cast("int"))
                                                .alias("stated_for_bridge"),
                                                F.max((F.col("holder") == F.col("subject_id")).cast("int"))
                                                .alias("stated_for_subject")))
@@ -584,22 +713,21 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
     candidates = (candidates.join(subject_holds, ["subject_id", "premise_property"], "left")
                   .join(subject_value, ["subject_id", "premise_property"], "left"))
     no_types = F.array().cast("array<string>")
-    could_describe_subject = F.coalesce(F.col("subject_holds"), F.lit(False)) | F.arrays_overlap(
-        F.coalesce(F.col("subject_types"), no_types), F.coalesce(F.col("bridge_types"), no_types))
+    # (a premise on the second hop follows "Which person": it describes no entity named)
+    could_describe_subject = (F.col("premise_hop") == 1) & (F.coalesce(F.col("subject_holds"), F.lit(False)) | F.arrays_overlap(
+        F.coalesce(F.col("subject_types"), no_types), F.coalesce(F.col("bridge_types"), no_types)))
     # ... or, for a premise the graph proves by a disjointness, by the subject being set apart
     # from the premise's object too ("the country where Scotland lies that shares a border
     # with Belize": Scotland lies in Europe as well)
     vias = {r: d.via for r, d in spec.disjoint_premises.items()}
-    subject_sets = sets.select(
-        "subject_id", F.col("property").alias("subject_via"), F.col("regions").alias("subject_apart_values"))
-    candidates = (candidates.withColumn("subject_via", mapping_column(vias, F.col("premise_property")))
-                  .join(subject_sets, ["subject_id", "subject_via"], "left"))
+    subject_sets = sets.select("subject_id", F.col("property").alias("via"), F.col("regions").alias("subject_values"),
+                               F.col("born").alias("subject_born"), F.col("died").alias("subject_died"))
+    candidates = (candidates.withColumn("via", mapping_column(vias, F.col("premise_property")))
+                  .join(subject_sets, ["subject_id", "via"], "left"))
     proven_of_subject = (
         (F.col("premise_property").isin(list(spec.functional_premises))
          & F.col("subject_value").isNotNull() & (F.col("subject_value") != F.col("premise_object")))
-        | (F.col("premise_property").isin(list(vias)) & F.col("subject_apart_values").isNotNull()
-           & F.col("object_values").isNotNull()
-           & ~F.arrays_overlap("subject_apart_values", "object_values")))
+        | (F.col("premise_property").isin(list(vias)) & _apart("subject", "object")))
     ambiguous = ambiguous_ids(labels)
     candidates = (candidates.join(stated_for, "candidate_id", "left")
                   .join(ambiguous.select(F.col("id").alias("subject_id"), F.lit(True).alias("subject_ambiguous")),
@@ -611,7 +739,9 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
         F.when(F.col("stated_for_bridge") == 1, F.lit("premise is stated in the graph"))
         .when(F.col("stated_for_subject") == 1, F.lit(PREMISE_TRUE_OF_SUBJECT))
         .when(could_describe_subject & ~proven_of_subject, F.lit(PREMISE_UNPROVEN_OF_SUBJECT))
-        .when(F.col("stated_for_bridge") == 0, F.lit("premise holds for another value the first hop had"))
+        .when(F.col("stated_for_bridge") == 0, F.when(F.col("premise_hop") == 2, F.lit(
+            "premise holds for another value the second hop had")).otherwise(F.lit(
+                "premise holds for another value the first hop had")))
         .when(F.col("subject_ambiguous").isNotNull(), F.lit("subject's name is ambiguous"))
         .when(F.col("object_ambiguous").isNotNull(), F.lit("premise object's name is ambiguous"))
         .when(contains_words(F.col("question"), F.col("answer_text")), F.lit("question names its near miss"))
@@ -628,7 +758,7 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
                                 attempts, plan).transform(plan.keep)
     by_chain = _chain_options(passing.select("chain_id", "bridge_id", "second", "subject_label").distinct(),
                               by_answer).transform(plan.keep)
-    context = _context_options(passing, facts, labels).transform(plan.keep)
+    context = _context_options(passing, facts, labels, seed).transform(plan.keep)
     candidates = candidates.join(_option_counts(passing, by_chain, context), "candidate_id", "left")
     reason = (
         F.when(F.col("reason").isNotNull(), F.col("reason"))
@@ -656,8 +786,14 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
                   .withColumn("reason", F.coalesce(F.col("late_reason"), F.col("compared_reason"), F.col("reason"))))
     questions = _assemble(chosen, spec, seed, source)
     return questions, candidates.select("candidate_id", "chain_id", "subject_id", "first", "bridge_id", "second",
-                                        "premise_property", "premise_object", "question", "reason") \
-        .unionByName(settled).withColumn("pattern", F.lit(PATTERN))
+                                        "premise_hop", "premise_on", "premise_property", "premise_object", "question",
+                                        "reason") \
+        .unionByName(settled).withColumn("pattern", _hop_pattern())
+
+
+def _hop_pattern() -> Column:
+    """The pattern of a bridge-walk row by the hop its premise is on."""
+    return F.when(F.col("premise_hop") == 2, F.lit(SECOND_HOP)).otherwise(F.lit(PATTERN))
 
 
 def _signed_year(value: Column) -> Column:
@@ -684,7 +820,7 @@ def with_comparisons(chosen: DataFrame, walked: DataFrame, ambiguous: DataFrame,
     than a product of every pair. A question whose tries find none stays a date question.
     Adds ``pattern``; comparison rows replace ``question`` and ``distractors`` and carry the
     partner's hops and sentence for ``_assemble``."""
-    chosen = chosen.withColumn("pattern", F.lit(PATTERN))
+    chosen = chosen.withColumn("pattern", _hop_pattern() if "premise_hop" in chosen.columns else F.lit(PATTERN))
     if not spec.comparisons or spec.comparison_share <= 0:
         return chosen.withColumn("near_miss_text", F.col("answer_text")).select(
             "*", *[F.lit(None).cast("string").alias(name) for name in PARTNER_COLUMNS + ("partner_sentence",
@@ -782,13 +918,17 @@ def _assemble(chosen: DataFrame, spec: HoaxSpec, seed: int,
         "question_id", F.when(comparison, stable_id(F.lit("hoax"), F.col("candidate_id"), F.lit(COMPARISON)))
         .otherwise(stable_id(F.lit("hoax"), F.col("candidate_id"))))
     rows = with_idk_dealt(rows, seed)
-    premise_statement = fill(F.col("premise_template"), F.col("bridge_label"), F.col("premise_object_label"))
+    premise_statement = fill(F.col("premise_template"), F.col("premise_on_label"), F.col("premise_object_label"))
     first_statement = F.concat(F.initcap(F.substring(fill(F.col("role"), F.col("subject_label")), 1, 1)),
                                F.substring(fill(F.col("role"), F.col("subject_label")), 2, 10_000),
                                F.when(F.col("at_year").isNull(), F.lit(" is ")).otherwise(F.lit(" was ")),
                                F.col("bridge_label"),
                                F.coalesce(F.concat(F.lit(" ("), F.col("bridge_dated"), F.lit(")")), F.lit("")),
                                F.lit("."))
+    # a premise on the second hop: the chain's end too ("The spouse of James Cameron is Suzy Amis.")
+    second_statement = F.when(F.col("premise_hop") == 2, F.concat(
+        F.lit(" "), capitalized(fill(mapping_column(spec.bridges, F.col("second")), F.col("bridge_label"))),
+        F.lit(" is "), F.col("answer_text"), F.lit(".")))
     named_values = F.concat_ws(", ", F.concat(F.col("true_labels"), F.transform(
         "unlabelled_ids", lambda i: F.concat(i, F.lit(" (no label in this dump)")))))
     # The proof in words: what the graph records, and why that makes the premise false.
@@ -799,13 +939,15 @@ def _assemble(chosen: DataFrame, spec: HoaxSpec, seed: int,
         F.lit("."))
     # A disjointness in words (hoax.yaml's disjoint_premises): where each side lies.
     apart = mapping_column({r: d.explanation for r, d in spec.disjoint_premises.items()}, F.col("premise_property"))
-    for slot, value in (("<S>", F.col("bridge_label")), ("<O>", F.col("premise_object_label")),
+    for slot, value in (("<S>", F.col("premise_on_label")), ("<O>", F.col("premise_object_label")),
                         ("<A>", F.concat_ws(" and ", "bridge_value_names")),
                         ("<B>", F.concat_ws(" and ", "object_value_names"))):
         apart = F.replace(apart, F.lit(slot), value)
-    recorded = F.when(F.col("premise_proof.kind") == PROOF_DISJOINT, F.concat(F.lit(" "), apart)).otherwise(recorded)
+    recorded = F.when(F.col("premise_proof.kind").isin(PROOF_DISJOINT, PROOF_LIFESPAN),
+                      F.concat(F.lit(" "), apart)).otherwise(recorded)
     explanation = F.concat_ws(
-        "", F.coalesce(F.col("partner_sentence"), F.lit("")), first_statement, F.lit(" It is not true that "), not_true(premise_statement),
+        "", F.coalesce(F.col("partner_sentence"), F.lit("")), first_statement,
+        F.coalesce(second_statement, F.lit("")), F.lit(" It is not true that "), not_true(premise_statement),
         F.lit("."), recorded, F.lit(" Nothing matches \""), F.col("description"),
         F.lit("\", so the question has no answer: the only right option is \"" + IDK + "\"."))
     hops = F.array(
@@ -829,7 +971,7 @@ def _assemble(chosen: DataFrame, spec: HoaxSpec, seed: int,
         F.transform("ordered", lambda o: o["option"]).alias("options"),
         F.transform("ordered", lambda o: o["role"]).alias("option_roles"),
         "idk_index", F.element_at(F.array(*[F.lit(x) for x in LETTERS]), F.col("idk_index") + 1).alias("idk_letter"),
-        F.col("bridge_id").alias("premise_subject"), F.col("bridge_label").alias("premise_subject_label"),
+        F.col("premise_on").alias("premise_subject"), F.col("premise_on_label").alias("premise_subject_label"),
         "premise_property", "premise_object", "premise_object_label", premise_statement.alias("premise_statement"),
         "premise_proof", "contradicted_statement_ids", hops.alias("hops"), "subject_id", "bridge_id",
         F.col("second").alias("asked_property"), F.col("near_miss_text").alias("near_miss"),
