@@ -11,7 +11,7 @@ from misbench.hoax.stage import COMPARISON, PATTERN, with_comparisons
 CHOSEN = ("candidate_id string, chain_id string, is_date boolean, second string, answer_precision int, "
           "bridge_id string, bridge_label string, premise_object string, answer_value string, answer_text string, "
           "description string, question string, "
-          "distractors array<struct<rank:int,option:string,role:string>>")
+          "distractors array<struct<rank:int,option:string,role:string>>, premise_hop int")
 WALKED = ("chain_id string, subject_id string, subject_label string, first string, role string, bridge_id string, "
           "bridge_label string, first_statement string, second string, second_statement string, is_date boolean, "
           "answer_precision int, answer_value string, answer_text string, at_year int")
@@ -33,9 +33,9 @@ def frames(spark):
     distractors = [(1, "1951", "near_miss"), (2, "1952", "distractor"), (3, "1953", "distractor")]
     chosen = spark.createDataFrame([
         ("k1", "c1", True, "P569", 11, "B1", "B1 Name", "Rome", "1950-01-02", "2 January 1950",
-         "the father of Ann who was born in Rome", "When was the father of Ann who was born in Rome born?", distractors),
+         "the father of Ann who was born in Rome", "When was the father of Ann who was born in Rome born?", distractors, 1),
         ("k4", "c4", True, "P570", 11, "B4", "B4 Name", "Rome", "1999-01-01", "1 January 1999",
-         "the father of Dee who died in Rome", "When did the father of Dee who died in Rome die?", distractors),
+         "the father of Dee who died in Rome", "When did the father of Dee who died in Rome die?", distractors, 1),
     ], CHOSEN)
     ambiguous = spark.createDataFrame([], "id string")
     return chosen, walked, ambiguous

@@ -820,7 +820,7 @@ def with_comparisons(chosen: DataFrame, walked: DataFrame, ambiguous: DataFrame,
     than a product of every pair. A question whose tries find none stays a date question.
     Adds ``pattern``; comparison rows replace ``question`` and ``distractors`` and carry the
     partner's hops and sentence for ``_assemble``."""
-    chosen = chosen.withColumn("pattern", _hop_pattern() if "premise_hop" in chosen.columns else F.lit(PATTERN))
+    chosen = chosen.withColumn("pattern", _hop_pattern())
     if not spec.comparisons or spec.comparison_share <= 0:
         return chosen.withColumn("near_miss_text", F.col("answer_text")).select(
             "*", *[F.lit(None).cast("string").alias(name) for name in PARTNER_COLUMNS + ("partner_sentence",
