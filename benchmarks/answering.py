@@ -10,6 +10,10 @@ strict parse. Engine time per item (``latency_s`` of the answers: the model's wo
 engine load, which only the first pass pays, and without Spark and MLflow overhead, the
 same for both) and agreement per item. The last line is ``logprobs_vs_generate r`` with
 r = (a items per engine-second) / (b items per engine-second).
+
+``--save-answers FILE`` writes (a)'s answers (setting, item, letter, option log-probs) as JSON;
+``--compare-answers FILE`` prints how many of them match an earlier run's file
+(``logprob_answers_agree n/N``: the same model served another way must answer the same).
 """
 from __future__ import annotations
 
@@ -27,6 +31,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="qwen2.5-coder-1.5b-instruct-q4km")
     parser.add_argument("--questions", type=int, default=8)
+    parser.add_argument("--save-answers", help="write the log-prob answers to this JSON file")
+    parser.add_argument("--compare-answers", help="an earlier run's --save-answers file")
     args = parser.parse_args()
     sys.path.insert(0, str(PROJECT / "lib"))
     sys.path.insert(0, str(PROJECT))
@@ -61,6 +67,22 @@ def main() -> None:
         timings[mode] = (engine, len(rows))
         print(f"{mode}: {report.items} items, engine {engine:.1f} s ({engine / len(rows):.2f} s per item), "
               f"wall {time.perf_counter() - started:.1f} s with the evaluation around it, {report.unparsed} unparsed")
+    if args.save_answers or args.compare_answers:
+        import json
+
+        mine = {f"{setting}/{item}": {"letter": r.chosen_letter, "logprobs": list(r.option_logprobs or [])}
+                for (setting, item), r in answers["logprobs"].items()}
+        if args.save_answers:
+            Path(args.save_answers).write_text(json.dumps(mine, indent=1, sort_keys=True))
+        if args.compare_answers:
+            earlier = json.loads(Path(args.compare_answers).read_text())
+            shared = sorted(set(earlier) & set(mine))
+            agree = [k for k in shared if earlier[k]["letter"] == mine[k]["letter"]]
+            gaps = [abs(a - b) for k in shared for a, b in zip(earlier[k]["logprobs"], mine[k]["logprobs"])
+                    if a is not None and b is not None]
+            print(f"log-prob answers: {len(mine)} now, {len(earlier)} before, largest log-prob difference "
+                  f"{max(gaps, default=0):.4f}; differing: {sorted(set(shared) - set(agree))}")
+            print(f"logprob_answers_agree {len(agree)}/{len(shared)}")
     common = set(answers["logprobs"]) & set(answers["generate"])
     read = [k for k in common if not answers["generate"][k].unparsed]
     same = [k for k in read if answers["generate"][k].chosen_letter == answers["logprobs"][k].chosen_letter]

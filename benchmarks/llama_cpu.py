@@ -2,7 +2,7 @@
 
     python benchmarks/llama_cpu.py [--model qwen2.5-coder-1.5b-instruct-q4km] [--rounds 3]
 
-Loads the packaged model through misbench's llama.cpp backend with
+Serves the packaged model with misbench's llama.cpp server (misbench.llm.servers) with
 ``llm.llama_cpp.extra_buffer_types`` false and true, alternating over ``--rounds`` rounds
 (this machine is noisy), and measures prompt processing (a ~600-token prompt, one token out)
 and generation (greedy, 128 tokens) with 2 threads. Prints the llama.cpp build's CPU
@@ -30,7 +30,11 @@ def main() -> None:
     import llama_cpp
 
     from misbench.config import load_config
-    from misbench.llm import SamplingParams, load_backend
+    import tempfile
+
+    from misbench.llm import SamplingParams
+    from misbench.llm.client import model_client
+    from misbench.llm.servers import stop_servers
 
     print("llama.cpp build:", llama_cpp.llama_print_system_info().decode().strip(), flush=True)
     long_prompt = [{"role": "user", "content": "Summarise in one word: " + " ".join(
@@ -43,9 +47,9 @@ def main() -> None:
             llm = load_config("local", [
                 f"llm.llama_cpp.model={args.model}", "llm.llama_cpp.n_ctx=2048",
                 f"llm.llama_cpp.n_threads={args.threads}", "llm.llama_cpp.n_batch=512",
-                f"llm.llama_cpp.extra_buffer_types={str(setting).lower()}"]).get("llm")
-            engine = load_backend(llm)
-            assert engine.extra_buffer_types is setting
+                f"llm.llama_cpp.extra_buffer_types={str(setting).lower()}",
+                f"llm.server.dir={tempfile.mkdtemp(prefix='misbench-bench-servers-')}"]).get("llm")
+            engine = model_client(llm, "benchmark")
             engine.generate([story], SamplingParams(temperature=0.0, max_tokens=8))  # warm-up
             started = time.perf_counter()
             prompt = engine.generate([long_prompt], SamplingParams(temperature=0.0, max_tokens=1))[0]
@@ -53,7 +57,7 @@ def main() -> None:
             started = time.perf_counter()
             out = engine.generate([story], SamplingParams(temperature=0.0, max_tokens=128))[0]
             results[setting]["gen"].append(out.tokens_out / (time.perf_counter() - started))
-            del engine
+            stop_servers(llm)
     for setting in (False, True):
         print(f"extra_buffer_types={str(setting).lower():5}  prompt {statistics.median(results[setting]['prompt']):7.1f} "
               f"tokens/s  generation {statistics.median(results[setting]['gen']):6.1f} tokens/s")

@@ -38,7 +38,7 @@ def main() -> None:
     from misbench.config import load_config
     from misbench.evaluate.job import run_evaluate
     from misbench.lake import open_lake
-    from misbench.llm.llama_cpp_backend import model_path
+    from misbench.llm.models import model_path
     from misbench.spark import get_spark
     from tests.bench.handmade import bench_lake_from_dump
 

@@ -54,7 +54,7 @@ def main() -> None:
     lake_root = tempfile.mkdtemp(prefix="misbench-bench-quality-")
     overrides = [
         "spark.master=local[2]", f"lake.root={lake_root}", f"llm.llama_cpp.model={args.judge}",
-        "llm.llama_cpp.workers=2", "generate.tasks=2", "generate.target_words=80",
+        "generate.tasks=2", "generate.target_words=80",
         "generate.sampling.max_tokens=160", "quality.tasks=2", "quality.commit_rows=1000",
         f"quality.entailment.backend={args.backend}", f"quality.device={args.device}",
     ]

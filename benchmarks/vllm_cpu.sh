@@ -19,7 +19,7 @@ GGUF="$MODELS/qwen2.5-coder-0.5b-instruct-q4km.gguf"
 if [ ! -f "$GGUF" ]; then
   "$VENV/bin/python" -c "
 from misbench.config import load_config
-from misbench.llm.llama_cpp_backend import model_path
+from misbench.llm.models import model_path
 cfg = load_config('local', ['llm.llama_cpp.model=qwen2.5-coder-0.5b-instruct-q4km', 'llm.cache_dir=$MODELS'])
 print(model_path(cfg.get('llm.llama_cpp'), cfg.get('llm')))"
 fi

@@ -2,6 +2,7 @@
 Wikidata slice shipped in tests/data (see its README for provenance)."""
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
@@ -21,7 +22,7 @@ SLICE_STATEMENTS = 4282  # all statements: 5 more are 'unknown value' / 'no valu
 SLICE_ENTITY_VALUED = 1965
 
 
-# Every engine the tests start, in process or through CLI subprocesses, registers here, apart
+# Every model server the tests start, in process or through CLI subprocesses, registers here, apart
 # from any misbench run of the user's on this machine; the session stops them all at its end.
 ENGINES = tempfile.mkdtemp(prefix="misbench-test-engines-")
 os.environ["MISBENCH_ENGINE_DIR"] = ENGINES
@@ -54,7 +55,7 @@ def test_config_overrides(tmp_path_factory):
     return [
         "spark.master=local[2]",
         f"lake.root={tmp_path_factory.mktemp('lake-default')}",
-        "llm.engine_server.idle_seconds=300",
+        "llm.server.idle_seconds=300",
         *settings_to_try(),
     ]
 
@@ -92,9 +93,9 @@ def spark(cfg):
     session = get_spark(cfg)
     yield session
     session.stop()
-    from misbench.llm.engine_server import stop_engines
+    from misbench.llm.servers import stop_servers
 
-    stop_engines(cfg.get("llm"))  # every engine the tests started (their registry is ENGINES)
+    stop_servers(cfg.get("llm"))  # every server the tests started (their registry is ENGINES)
 
 
 @pytest.fixture()
@@ -214,18 +215,17 @@ def python_workers(root_pid: int, holding: bytes = b"") -> list[int]:
             and under_root(pid) and holding in read(pid, "maps")]
 
 
-def engine_processes() -> list[int]:
-    """The engine processes (misbench.llm.engine_server) the tests started (registry ENGINES)."""
+def server_processes() -> list[int]:
+    """The model servers the tests started (registry ENGINES): the children of their
+    supervisors (misbench.llm.servers)."""
+    import psutil
+
     pids = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                    command = handle.read()
-            except OSError:
-                continue
-            if b"misbench.llm.engine_server" in command and ENGINES.encode() in command:
-                pids.append(int(entry))
+    for process in psutil.process_iter(["cmdline"]):
+        command = " ".join(process.info["cmdline"] or [])
+        if "misbench.llm.servers" in command and ENGINES in command:
+            with contextlib.suppress(psutil.Error):
+                pids += [child.pid for child in process.children()]
     return pids
 
 
@@ -233,7 +233,7 @@ def crash_workers_after_commits(command, delta_log: str, commits: int, signal_nu
                                 holding: bytes | None = None, timeout_s: float = 300, times: int = 0):
     """Run a misbench command; once ``delta_log`` holds ``commits`` commits, send
     ``signal_number`` to the processes that hold its model (again every half second, or only
-    ``times`` times) until the command ends: the engine processes, or with ``holding`` the
+    ``times`` times) until the command ends: the model servers, or with ``holding`` the
     Python workers that mapped that library. Returns the finished process (stdout, stderr)
     and how many were hit. ``commits`` counts this command's commits, as in kill_after_commits."""
     import os
@@ -254,7 +254,7 @@ def crash_workers_after_commits(command, delta_log: str, commits: int, signal_nu
     while job.poll() is None and time.time() < deadline:
         committed = _commits(delta_log) >= commits
         if committed and (not times or hits < times):
-            for pid in (python_workers(job.pid, holding) if holding else engine_processes()):
+            for pid in (python_workers(job.pid, holding) if holding else server_processes()):
                 try:
                     os.kill(pid, signal_number)
                     hits += 1

@@ -26,14 +26,11 @@ def test_worker_crash_causes_are_read_from_sparks_error():
     assert "SIGKILL" in worker_crash_cause(RuntimeError(KILLED))
     assert worker_crash_cause(RuntimeError("[TABLE_OR_VIEW_NOT_FOUND] The table `x` cannot be found")) is None
     assert worker_crash_cause(ValueError("a Python UDF raised: ZeroDivisionError")) is None
-    # the EngineDied a task raised, with the end of the log of an engine that broke and exited
-    engine_broke = ("PythonException: misbench.llm.engine_server.EngineDied: the vllm engine (pid 7) for cpu "
-                    "went away (EOFError); the task fails and Spark retries it on a new engine. Its log ends:\n"
-                    "RuntimeError: CPU Generator does not use offset\n\nThe above exception was the direct cause "
-                    "of the following exception:\n\nmisbench.llm.EngineBroken: the vLLM engine of m failed: "
-                    "RuntimeError: CPU Generator does not use offset\n")
-    assert worker_crash_cause(RuntimeError(engine_broke)) == (
-        "the engine failed inside: the vLLM engine of m failed: RuntimeError: CPU Generator does not use offset")
+    # the EngineDied a task raised, with the end of the log of a server that was killed
+    server_died = ("PythonException: misbench.llm.EngineDied: the vllm server (pid 7) for gpu0 went away "
+                   "(APIConnectionError); the task fails and Spark retries it on a new server. Its log ends:\n"
+                   "t server supervisor 6 the server was killed by signal SIGSEGV: stopping\n")
+    assert worker_crash_cause(RuntimeError(server_died)) == "killed by signal SIGSEGV"
 
 
 def test_a_crash_message_names_pass_engine_cause_and_what_to_try():

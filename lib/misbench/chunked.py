@@ -26,7 +26,7 @@ from misbench.logs import duration
 log = logging.getLogger("misbench.progress")
 
 # How Spark words the death of a Python worker (segfault, out of memory, SIGKILL) on the driver;
-# an engine process's death reaches it as the EngineDied its tasks raised (misbench.llm.engine_server).
+# a model server's death reaches it as the EngineDied its tasks raised (misbench.llm.client).
 _WORKER_DIED = re.compile(
     r"Python worker exited unexpectedly|PYTHON_WORKER_EXITED|worker.{0,40}crashed"
     # the worker died while the JVM was writing to it: Spark rethrows the socket error
@@ -35,22 +35,20 @@ _WORKER_DIED = re.compile(
 _FATAL = re.compile(r"Fatal Python error: ([^\n]+)")
 _KILLED_BY = re.compile(r"killed by signal (SIG[A-Z]+)")
 _EXIT_CODE = re.compile(r"exit(?:ed)? (?:code|status)[ :=]+(-?\d+)", re.IGNORECASE)
-# The last line of the traceback an engine process logs when its engine failed inside and it exits.
-_BROKEN = re.compile(r"EngineBroken: ([^\n]+)")
 
 
 class WorkerCrashed(RuntimeError):
-    """A Python worker, or the engine process its tasks call, died while it ran a model pass.
+    """A Python worker, or the model server its tasks call, died while it ran a model pass.
     Chunks committed before it stay."""
 
     def __init__(self, label: str, engine: str, cause: str, detail: str):
         self.label, self.engine, self.cause, self.detail = label, engine, cause, detail
-        process = "engine process" if "EngineDied" in detail else "Python worker"
+        process = "model server" if "EngineDied" in detail else "Python worker"
         super().__init__(
             f"{label}: the {process} running {engine} died ({cause}). Chunks committed "
             "before the crash are kept; rerun the same command to continue where it stopped. "
-            "Try: fewer engines at once (generate.tasks / quality.tasks, llm.llama_cpp.workers), "
-            "more memory per worker, a smaller model, or llm.llama_cpp.extra_buffer_types=false "
+            "Try: fewer tasks at once (generate.tasks / quality.tasks), more memory per worker, a "
+            "smaller model, or llm.llama_cpp.extra_buffer_types=false "
             "if llama.cpp crashed.")
 
 
@@ -60,13 +58,10 @@ def worker_crash_cause(error: BaseException) -> str | None:
     text = str(error)
     if not _WORKER_DIED.search(text) and "EngineDied" not in text:
         return None
-    broken = _BROKEN.findall(text)
-    if broken:
-        return f"the engine failed inside: {broken[-1].strip()}"
     fatal = _FATAL.search(text)
     if fatal:
         return f"Fatal Python error: {fatal.group(1).strip()}"
-    signalled = _KILLED_BY.search(text)  # an engine process that died while it loaded
+    signalled = _KILLED_BY.search(text)  # a model server that died while it loaded
     if signalled and signalled.group(1) != "SIGKILL":
         return f"killed by signal {signalled.group(1)}"
     code = _EXIT_CODE.search(text)

@@ -7,6 +7,7 @@ import datetime as dt
 import decimal
 import json
 import logging
+import re
 import signal
 import sys
 import threading
@@ -156,20 +157,20 @@ def _open(args):
     cfg = load_config(args.profile, overrides)
     logs.attach_file(cfg)
     if str(cfg.get("spark.master")).startswith("local"):
-        # The engines this command's tasks start run on this machine: they end with it, in a
-        # registry of its own, so two commands at once never stop each other's engines.
+        # The model servers this command's tasks start run on this machine: they end with it,
+        # in a registry of its own, so two commands at once never stop each other's servers.
         import atexit
         import os
         import shutil
         import tempfile
 
-        from misbench.llm.engine_server import PRIVATE_REGISTRY_VARIABLE, claim_engines, stop_engines
+        from misbench.llm.servers import PRIVATE_REGISTRY_VARIABLE, claim_servers, stop_servers
 
-        if not cfg.get("llm.engine_server.dir") and not os.environ.get("MISBENCH_ENGINE_DIR"):
+        if not cfg.get("llm.server.dir") and not os.environ.get("MISBENCH_ENGINE_DIR"):
             registry = os.environ["MISBENCH_ENGINE_DIR"] = tempfile.mkdtemp(prefix="misbench-engines-")
             os.environ[PRIVATE_REGISTRY_VARIABLE] = "1"
-            atexit.register(shutil.rmtree, registry, True)  # after the engines stopped (LIFO)
-        atexit.register(stop_engines, cfg.get("llm"), claim_engines())
+            atexit.register(shutil.rmtree, registry, True)  # after the servers stopped (LIFO)
+        atexit.register(stop_servers, cfg.get("llm"), claim_servers())
     spark = get_spark(cfg)
     return cfg, spark, open_lake(spark, cfg)
 
@@ -389,10 +390,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"misbench {args.command}: error: a Python worker died ({cause}). Committed work "
                   f"is kept; rerun the same command to continue.{_see_log()}", file=sys.stderr)
             return EXIT_WORKER_CRASHED
+        model_failure = _MODEL_FAILURE.search(str(exc))
+        if model_failure:  # raised in a Spark task: its own line, not Spark's wrapping
+            print(f"misbench {args.command}: failed: {model_failure.group(1)}{_see_log()}", file=sys.stderr)
+            return EXIT_FAILED
         first_line = (str(exc).strip().splitlines() or [""])[0][:300]
         print(f"misbench {args.command}: failed: {type(exc).__name__}: {first_line}{_see_log()}",
               file=sys.stderr)
         return EXIT_FAILED
+
+
+# A model endpoint that cannot serve the stage, or a server that could not start (its one line).
+_MODEL_FAILURE = re.compile(r"(?:EndpointError|ServerFailedToStart): ([^\n]+)")
 
 
 def _see_log() -> str:

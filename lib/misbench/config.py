@@ -69,7 +69,7 @@ def deep_merge(base: dict, override: dict) -> dict:
 DOTTED_NAME_SECTIONS = (("spark", "conf"),)
 # Sections whose keys are names, not settings: they take any key (every other key must be one
 # that base.yaml names).
-OPEN_SECTIONS = ("spark.conf", "llm.models", "llm.fake.replies", "llm.vllm.engine_options", "evaluate.prompts")
+OPEN_SECTIONS = ("spark.conf", "llm.models", "llm.fake.replies", "llm.vllm.server_options", "evaluate.prompts")
 # Of those, the ones whose values are texts (a reply, a prompt's name).
 TEXT_SECTIONS = ("llm.fake.replies", "evaluate.prompts")
 # A judge's LLM section: overrides of the top-level ``llm`` section, checked against it (any
@@ -81,8 +81,8 @@ QUANTITY_SUFFIXES = ("seconds", "seconds_per_request", "_mb", "gpus_per_task")
 # What a setting whose default is null takes beside null (a null says nothing of its type).
 NULL_DEFAULT_TYPES = {
     "spark.master": "string", "spark.remote": "string", "lake.root": "string", "lake.catalog": "string",
-    "lake.schema": "string", "lake.internal_schema": "string", "log.dir": "string", "llm.engine_server.dir": "string",
-    "llm.engine_server.omp_threads": "integer", "llm.llama_cpp.n_threads": "integer", "llm.vllm.served_name": "string",
+    "lake.schema": "string", "lake.internal_schema": "string", "log.dir": "string", "llm.server.dir": "string",
+    "llm.server.omp_threads": "integer", "llm.llama_cpp.n_threads": "integer", "llm.vllm.served_name": "string",
     "generate.sampling.max_tokens": "integer", "quality.threads": "integer", "evaluate.limit": "integer",
     "hoax.countries": ("array", "string"), "hoax.evaluate.limit": "integer", "mlflow.tracking_uri": "string",
     "mlflow.artifact_location": "string",
@@ -191,6 +191,19 @@ def _leaves(value: Any, path: str) -> list[str]:
 MOVED_SETTINGS = {
     "evaluate.yes_option": "llm.answer_words.yes_word",
     "evaluate.no_option": "llm.answer_words.no_word",
+    # 2026-12-06: models are called through standard OpenAI-compatible servers (misbench.llm).
+    "llm.engine_server.dir": "llm.server.dir",
+    "llm.engine_server.idle_seconds": "llm.server.idle_seconds",
+    "llm.engine_server.start_timeout_seconds": "llm.server.start_timeout_seconds",
+    "llm.engine_server.omp_threads": "llm.server.omp_threads",
+    "llm.openai.max_concurrency": "llm.client.max_concurrency",
+    "llm.openai.timeout_seconds": "llm.client.timeout_seconds",
+    "llm.openai.retries": "llm.client.retries",
+    "llm.vllm.engine_options": "llm.vllm.server_options (vllm serve options)",
+    "llm.engine_host": "nowhere: every model runs in its server (llm.backend)",
+    "llm.llama_cpp.workers": "nowhere: one llama.cpp server per machine serves every task",
+    "llm.vllm.engine_in_process": "nowhere: vLLM runs as vllm serve",
+    "llm.openai.backoff_seconds": "nowhere: the openai library's backoff",
 }
 
 

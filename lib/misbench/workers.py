@@ -5,7 +5,6 @@ the model's settings means one load per worker, not one per task or batch.
 """
 from __future__ import annotations
 
-import logging
 import os
 import threading
 from typing import Callable, TypeVar
@@ -13,7 +12,6 @@ from typing import Callable, TypeVar
 from misbench.ids import settings_digest
 
 Model = TypeVar("Model")
-log = logging.getLogger(__name__)
 
 _MODELS: dict[str, object] = {}
 _LOCK = threading.RLock()  # re-entrant: a model may load another (the judge loads its LLM)
@@ -25,17 +23,9 @@ def settings_key(settings) -> str:
 
 
 def worker_cached(kind: str, settings, load: Callable[[], Model]) -> Model:
-    """The ``kind`` model for ``settings`` in this process; ``load()`` runs on first use only,
-    and again if the model marked itself ``broken`` (an engine that failed inside)."""
+    """The ``kind`` model for ``settings`` in this process; ``load()`` runs on first use only."""
     key = f"{kind}:{settings_key(settings)}"
     with _LOCK:
-        if key in _MODELS and getattr(_MODELS[key], "broken", False):
-            close = getattr(_MODELS.pop(key), "close", None)
-            try:
-                if close:
-                    close()  # its memory first: on a GPU two engines do not fit
-            except Exception:  # noqa: BLE001 - the load below says whether memory is short
-                log.warning("closing a broken %s model failed", kind, exc_info=True)
         if key not in _MODELS:
             pin_task_gpu()
             _MODELS[key] = load()

@@ -289,7 +289,7 @@ def test_runs_are_averaged_with_their_spread_and_n(spark, cfg, bench_root, tmp_p
 @pytest.mark.slow  # an evaluation job over the bench lake, fake backend
 def test_api_model_without_logprobs_falls_back_to_parsed_replies_on_a_stratified_sample(spark, cfg, bench_root,
                                                                                          tmp_path):
-    from tests.llm.test_openai_backend import Endpoint
+    from tests.llm.test_client import Endpoint
 
     # a remote API that returns no log-probabilities: every reply is "B", or for detection
     # "Maybe" (unreadable)
@@ -298,7 +298,7 @@ def test_api_model_without_logprobs_falls_back_to_parsed_replies_on_a_stratified
     root = tmp_path / "lake"
     lake = copy_lake(spark, bench_root, root)
     run_cfg = cfg.with_overrides([f"lake.root={root}", f"llm.openai.base_url={server.url}",
-                                  "evaluate.api_sample=2", "llm.openai.retries=0"])
+                                  "evaluate.api_sample=2", "llm.client.retries=0"])
     try:
         (report,) = run_evaluate(spark, lake, run_cfg, models=["openai:test-model"],
                                  settings=["probe", "detection"])

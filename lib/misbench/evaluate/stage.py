@@ -356,12 +356,12 @@ def _options_of(messages: list[dict], letters: Sequence[str]) -> list[str] | Non
 def answer_batches(llm_settings: dict, mode: str, sampling: dict, run_id: str, fallback: bool = False):
     """mapInPandas function: queued items in (item columns, ``response_id``, ``attempts``),
     eval_responses rows out, answered by this worker's engine. ``fallback`` (log-prob mode):
-    an item whose options got no log-probability at all (a server that returns none, or a
-    reply that starts with none of the letters) is answered by a generated reply read with
+    an item whose options got no log-probability at all (a reply that starts with none of
+    the letters) is answered by a generated reply read with
     the strict parse instead; its ``option_logprobs`` stay empty and ``raw_answer`` holds the
     reply."""
-    from misbench.llm import EngineBroken, SamplingParams, worker_backend
-    from misbench.llm.engine_server import EngineDied
+    from misbench.llm import SamplingParams
+    from misbench.llm.client import RowFailed, model_client
 
     params = SamplingParams(**sampling)
 
@@ -369,7 +369,7 @@ def answer_batches(llm_settings: dict, mode: str, sampling: dict, run_id: str, f
         for batch in batches:
             if batch.empty:
                 continue
-            backend = worker_backend(llm_settings)
+            backend = model_client(llm_settings, "evaluate")
             prompts = [json.loads(m) for m in batch["messages"]]
             letters = [list(x) for x in batch["letters"]]
             roles = [list(x) for x in batch["roles"]]
@@ -382,17 +382,15 @@ def answer_batches(llm_settings: dict, mode: str, sampling: dict, run_id: str, f
                     groups.setdefault(tuple(row_letters), []).append(i)
                 for group_letters, indexes in groups.items():
                     begun = clock()
-                    try:
-                        scores = backend.option_logprobs_many([prompts[i] for i in indexes], list(group_letters))
-                        error = None
-                    except (EngineDied, EngineBroken):
-                        raise  # the task fails and Spark retries it on a new engine
-                    except Exception as exc:  # noqa: BLE001 - recorded on the rows, retried next run
-                        scores, error = [None] * len(indexes), f"{type(exc).__name__}: {exc}"[:500]
+                    # A server that died or an endpoint without log-probs fails the task (Spark
+                    # retries it); a refused prompt fails its row only, retried next run.
+                    # (with the fallback, an endpoint without log-probs gets replies asked instead)
+                    scores = backend.option_logprobs_many([prompts[i] for i in indexes], list(group_letters),
+                                                          required=not fallback)
                     latency = (clock() - begun) / len(indexes)
                     for i, row_scores in zip(indexes, scores):
-                        if error:
-                            answers[i] = {"error": error, "latency_s": latency}
+                        if isinstance(row_scores, RowFailed):
+                            answers[i] = {"error": str(row_scores), "latency_s": latency}
                             continue
                         chosen = choose(row_scores)
                         answers[i] = {

@@ -384,7 +384,8 @@ def without_preamble(text: str | None, pattern: str | None) -> str | None:
 def generate_batches(llm_settings: dict, params: dict, refusal_patterns, min_words: int,
                      preamble_pattern: str | None = None):
     """mapInPandas function: requests in, generated rows out, with the worker's engine."""
-    from misbench.llm import SamplingParams, worker_backend
+    from misbench.llm import SamplingParams
+    from misbench.llm.client import model_client
 
     sampling = SamplingParams(**params)
 
@@ -392,7 +393,7 @@ def generate_batches(llm_settings: dict, params: dict, refusal_patterns, min_wor
         for batch in batches:
             if batch.empty:
                 continue
-            backend = worker_backend(llm_settings)  # loaded on this worker's first use only
+            backend = model_client(llm_settings, "generate")  # the slot's server, started on first use
             prompts = [json.loads(m) for m in batch["messages"]]
             results = backend.generate(prompts, sampling)
             now = pd.Timestamp.now(tz="UTC")

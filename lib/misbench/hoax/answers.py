@@ -127,7 +127,8 @@ def reply_batches(llm_settings: dict, sampling: dict, run_id: str, schema: dict)
     ``hoax_json`` replies are read (chosen letter and role when valid, else unparsed);
     justifications are stored as they are (no choice to read)."""
     from misbench.evaluate.stage import _options_of
-    from misbench.llm import SamplingParams, worker_backend
+    from misbench.llm import SamplingParams
+    from misbench.llm.client import model_client
 
     params = SamplingParams(**sampling)
 
@@ -135,7 +136,7 @@ def reply_batches(llm_settings: dict, sampling: dict, run_id: str, schema: dict)
         for batch in batches:
             if batch.empty:
                 continue
-            backend = worker_backend(llm_settings)
+            backend = model_client(llm_settings, "hoax-evaluate")
             prompts = [json.loads(m) for m in batch["messages"]]
             started = pd.Timestamp.now(tz="UTC")
             begun = time.perf_counter()

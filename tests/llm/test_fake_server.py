@@ -1,24 +1,39 @@
-"""The fake backend: deterministic replies from the prompt, through the same interface and the
-same loader as the real backends."""
+"""The fake model server: deterministic replies from the prompt, started and called as every
+model is (misbench.llm.servers, misbench.llm.client)."""
 import json
 import math
 
+import pytest
+
 from misbench.config import load_config
-from misbench.llm import SamplingParams, load_backend
+from misbench.llm import SamplingParams
+from misbench.llm.client import model_client
+from misbench.llm.servers import stop_servers
 from misbench.prompts import load_prompt
 
 
-def fake(**section):
-    """The fake backend with the defaults of base.yaml, changed by ``section``."""
-    defaults = load_config("local").get("llm.fake")
-    return load_backend({"backend": "fake", "fake": {**defaults, "model": "fake-test", **section}})
+@pytest.fixture()
+def fake(tmp_path):
+    """A client of the fake server with the defaults of base.yaml, changed by ``section``."""
+    started = []
+
+    def client(**section):
+        llm = load_config("local", ["llm.backend=fake", "llm.fake.model=fake-test",
+                                    f"llm.server.dir={tmp_path / 'servers'}"]).get("llm")
+        llm["fake"].update(section)
+        started.append(llm)
+        return model_client(llm, "test")
+
+    yield client
+    for llm in started:
+        stop_servers(llm)
 
 
 def user(text):
     return [{"role": "system", "content": "You are careful."}, {"role": "user", "content": text}]
 
 
-def test_a_begun_reply_is_continued_without_a_new_fact_and_the_same_prompt_gives_the_same_text():
+def test_a_begun_reply_is_continued_without_a_new_fact_and_the_same_prompt_gives_the_same_text(fake):
     backend = fake()
     assert (backend.backend, backend.model) == ("fake", "fake-test")
     prompt = [*user("Write about Scotland."), {"role": "assistant", "content": "Scotland lies in the United Kingdom."}]
@@ -31,7 +46,7 @@ def test_a_begun_reply_is_continued_without_a_new_fact_and_the_same_prompt_gives
     assert other_seed.text != first.text  # another seed, another sample
 
 
-def test_options_get_a_letter_or_the_json_asked_for_and_a_text_to_rewrite_comes_back():
+def test_options_get_a_letter_or_the_json_asked_for_and_a_text_to_rewrite_comes_back(fake):
     backend = fake()
     options = "Question: Where?\nOptions:\nA. Paris\nB. Rome\nC. Oslo\n\nAnswer with one letter."
     (letter,) = backend.generate([user(options)], SamplingParams())
@@ -44,7 +59,7 @@ def test_options_get_a_letter_or_the_json_asked_for_and_a_text_to_rewrite_comes_
     assert rewrite.text == "Scotland lies in the United Kingdom. It has a parliament."
 
 
-def test_canned_replies_win_and_the_judge_says_yes_only_to_a_statement_the_text_makes():
+def test_canned_replies_win_and_the_judge_says_yes_only_to_a_statement_the_text_makes(fake):
     backend = fake(replies={"Which single entity": "Forth Bridge"})
     (named,) = backend.generate([user("Passage: ...\n\nWhich single entity is this about?")], SamplingParams())
     assert named.text == "Forth Bridge"
@@ -58,7 +73,7 @@ def test_canned_replies_win_and_the_judge_says_yes_only_to_a_statement_the_text_
     assert spread == backend.option_logprobs(user("Pick one.\nA. x\nB. y"), ["A", "B"])
 
 
-def test_a_canned_reply_steers_log_probs_to_the_option_it_names_and_whole_texts_come_back():
+def test_a_canned_reply_steers_log_probs_to_the_option_it_names_and_whole_texts_come_back(fake):
     backend = fake(replies={"pick the one best option": "I do not know"})
     prompt = user("Read and pick the one best option.\nOptions:\nA. Paris\nB. I do not know\n\nAnswer with one letter.")
     scores = backend.option_logprobs(prompt, ["A", "B"])
