@@ -11,7 +11,8 @@ PYTHON ?= python3
 # kernels), AVX2/FMA/F16C as any x86-64 server of the last ten years has. A build never
 # depends on the CPU it was made on, so a wheel built on one machine runs on any other.
 # --no-cache-dir: pip's wheel cache is keyed by version only and may hold a native build.
-LLAMA_CPP_PYTHON := $(shell grep -o 'llama-cpp-python==[0-9.]*' setup.py)
+# (setup.py asks for it with its [server] extra: the version alone is what is compiled here.)
+LLAMA_CPP_PYTHON := llama-cpp-python==$(shell grep -o 'llama-cpp-python[^"]*==[0-9.]*' setup.py | grep -o '[0-9.]*$$')
 # The instruction sets are named, not left to llama.cpp's defaults, which turn them all off
 # where SOURCE_DATE_EPOCH is set (reproducible-build environments).
 # LLAVA_BUILD=OFF: no vision library (mtmd), which misbench never loads; 44 s of a 362 s

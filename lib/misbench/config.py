@@ -82,7 +82,7 @@ QUANTITY_SUFFIXES = ("seconds", "seconds_per_request", "_mb", "gpus_per_task")
 NULL_DEFAULT_TYPES = {
     "spark.master": "string", "spark.remote": "string", "lake.root": "string", "lake.catalog": "string",
     "lake.schema": "string", "lake.internal_schema": "string", "log.dir": "string", "llm.server.dir": "string",
-    "llm.server.omp_threads": "integer", "llm.llama_cpp.n_threads": "integer", "llm.vllm.served_name": "string",
+    "llm.server.omp_threads": "integer", "llm.client.max_concurrency": "integer", "llm.llama_cpp.n_threads": "integer", "llm.vllm.served_name": "string",
     "generate.sampling.max_tokens": "integer", "quality.threads": "integer", "evaluate.limit": "integer",
     "hoax.countries": ("array", "string"), "hoax.evaluate.limit": "integer", "mlflow.tracking_uri": "string",
     "mlflow.artifact_location": "string",

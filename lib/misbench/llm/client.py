@@ -26,6 +26,8 @@ from misbench.workers import settings_key
 
 TOP_LOGPROBS = 20  # candidates read for a reply's first token (vLLM's default --max-logprobs)
 BEGUN_REPLY = ("continue_final_message", "template", "instruct")
+# Requests in flight per task where llm.client.max_concurrency is null (conf/base.yaml says why).
+CONCURRENCY = {"llama_cpp": 2, "fake": 2, "vllm": 64, "openai": 8}
 # Statuses no retry cured that say the endpoint, not the prompt, is the trouble.
 _ENDPOINT_STATUSES = {401, 403, 404, 408, 409, 429}
 
@@ -43,7 +45,7 @@ class ModelClient:
     def __init__(self, settings: dict, stage: str):
         self.settings, self.stage, self.backend = settings, stage, settings["backend"]
         calls = settings["client"]
-        self.concurrency = int(calls["max_concurrency"])
+        self.concurrency = int(calls["max_concurrency"] or CONCURRENCY[self.backend])
         self.timeout, self.retries = float(calls["timeout_seconds"]), int(calls["retries"])
         self.entry: dict | None = None
         self._attaching = threading.Lock()  # tasks' threads of one worker share a client

@@ -162,6 +162,8 @@ def create_app(model: FakeModel):
                                 max_tokens=int(body.get("max_tokens") or 512), seed=int(body.get("seed") or 0),
                                 min_tokens=int(body.get("min_tokens") or 0))
         async with one_at_a_time:
+            if await request.is_disconnected():  # its task was killed while it waited: not run (vLLM aborts too)
+                return JSONResponse({"error": {"message": "the client went away"}}, status_code=499)
             if model.seconds_per_request:
                 await asyncio.sleep(model.seconds_per_request)
             begun = split_reply_start(messages)[1] if body.get("continue_final_message") else None
