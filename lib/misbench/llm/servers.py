@@ -267,10 +267,15 @@ def stop_server(entry_path: Path, wait_s: float = 60.0) -> None:
     if processes:
         with contextlib.suppress(psutil.Error):
             processes[0].terminate()
-    _, running = psutil.wait_procs(processes, timeout=wait_s)
-    for process in running:
-        with contextlib.suppress(psutil.Error):
-            process.kill()
+    # Polled, not waited on: a supervisor another process started stays a zombie until that
+    # parent reaps it, and psutil's wait would sit out the whole timeout on it.
+    deadline = time.monotonic() + wait_s
+    while any(alive(process.pid) for process in processes) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for process in processes:
+        if alive(process.pid):
+            with contextlib.suppress(psutil.Error):
+                process.kill()
     entry_path.unlink(missing_ok=True)
 
 
