@@ -87,9 +87,10 @@ def task_gpus() -> list[str]:
     return sorted(gpus.addresses, key=lambda a: (len(a), a)) if gpus is not None else []
 
 
-def task_slot() -> str:
-    """Which server this task uses: the GPUs Spark gave it, or the machine's CPU."""
-    gpus = task_gpus()
+def task_slot(gpus: list[str] | None = None) -> str:
+    """Which server this task uses: the GPUs Spark gave it (``gpus``, else asked), or the
+    machine's CPU."""
+    gpus = task_gpus() if gpus is None else gpus
     return "gpu" + "-".join(gpus) if gpus else "cpu"
 
 
@@ -192,7 +193,7 @@ def ensure_server(settings: dict) -> dict:
     """The registry entry of this task's slot's server for ``settings``: the running one, or
     one started now (the first task of a slot starts it; the others wait on the slot's lock)."""
     folder, gpus = registry_dir(settings), task_gpus()
-    slot = "gpu" + "-".join(gpus) if gpus else "cpu"
+    slot = task_slot(gpus)
     key = settings_key(server_settings(settings))
     entry_path, log_path = folder / f"{slot}.json", folder / f"{slot}.log"
     server = settings["server"]
