@@ -102,3 +102,30 @@ def test_min_tokens_keep_a_complete_opening_from_ending_the_reply(backend):
     free = backend.generate([prompt], SamplingParams(temperature=0.0, max_tokens=40))[0]
     held = backend.generate([prompt], SamplingParams(temperature=0.0, max_tokens=40, min_tokens=20))[0]
     assert held.error is None and held.tokens_out >= 20 and held.tokens_out > free.tokens_out
+
+
+@pytest.mark.model
+def test_last_position_logits_give_the_stock_log_probs():
+    """The server's model computes each batch's last logits only (misbench.llm.llama_server):
+    a completion's log-probs must equal llama-cpp-python's own with ``logits_all``, across
+    batches of the prompt and on a second request that reuses the cached prefix."""
+    from llama_cpp import Llama
+
+    from misbench.llm.llama_server import last_position_llama
+    from misbench.llm.models import model_path
+
+    _, path = model_path({"model": MODEL}, small_model("unused"))
+    messages = [{"role": "user", "content": "List three rivers of France, then say which is longest. " * 3}]
+
+    def top_logprobs(llama_class):
+        model = llama_class(model_path=str(path), n_ctx=512, n_batch=16, n_threads=1, logits_all=True,
+                            verbose=False, seed=0)
+        replies = [model.create_chat_completion(messages, max_tokens=3, logprobs=True, top_logprobs=5,
+                                                temperature=0.0)["choices"][0]["logprobs"]["content"]
+                   for _ in range(2)]
+        return [[(step["token"], [(top["token"], round(float(top["logprob"]), 4)) for top in step["top_logprobs"]])
+                 for step in reply] for reply in replies]
+
+    stock = top_logprobs(Llama)
+    assert [len(reply) for reply in stock] == [3, 3]
+    assert top_logprobs(last_position_llama()) == stock

@@ -1,14 +1,69 @@
-"""``python -m llama_cpp.server`` with one setting it lacks: llama.cpp's "extra buffer types".
+"""``python -m llama_cpp.server`` with two things it lacks: llama.cpp's "extra buffer types",
+and log-probs that cost one position, not the whole prompt.
 
-llama-cpp-python builds a model's parameters from llama.cpp's defaults and offers no setting
-for ``use_extra_bufts``; where its AMX kernels are compiled in, their weight repacking crashes
-the first decode of some quantised models (``llm.llama_cpp.extra_buffer_types``, see
-docs/stages.md, "Portable llama.cpp"). So this sets it, then runs the server unchanged:
+- llama-cpp-python builds a model's parameters from llama.cpp's defaults and offers no setting
+  for ``use_extra_bufts``; where its AMX kernels are compiled in, their weight repacking
+  crashes the first decode of some quantised models (``llm.llama_cpp.extra_buffer_types``,
+  see docs/stages.md, "Portable llama.cpp").
+- Its server returns log-probs only from a model loaded with ``logits_all``, and then llama.cpp
+  computes the logits of every prompt position and ``create_completion`` log-softmaxes all of
+  them, though a completion's log-probs read only the positions from the prompt's last token
+  on: twice the time of a letter's log-prob on a 600-token prompt (docs/benchmarks.md). Here
+  the model keeps ``logits_all`` (so the server serves log-probs) but each batch computes the
+  logits of its last position only, and the log-softmax runs on the rows that are read. Prompt
+  log-probs (``echo``) are what this gives up; misbench never asks for them.
+
 ``python -m misbench.llm.llama_server --extra_buffer_types auto|true|false <its arguments>``.
 """
 from __future__ import annotations
 
 import sys
+
+import numpy as np
+
+
+class RowsOnDemand:
+    """``Llama.logits_to_logprobs`` of a 2-D array, computed for the rows sliced out of it."""
+
+    def __init__(self, logits: np.ndarray, to_logprobs):
+        self.logits, self.to_logprobs = logits, to_logprobs
+
+    def __getitem__(self, rows):
+        return self.to_logprobs(self.logits[rows])
+
+
+def last_position_llama():
+    """``llama_cpp.Llama`` whose evaluation computes each batch's last logits only."""
+    from llama_cpp.llama import Llama
+
+    stock_logprobs = getattr(Llama.logits_to_logprobs, "stock", Llama.logits_to_logprobs)
+
+    def logits_to_logprobs(logits, axis=-1):
+        if isinstance(logits, np.ndarray) and logits.ndim == 2 and axis == -1:
+            return RowsOnDemand(logits, stock_logprobs)  # create_completion slices the rows it reads
+        return stock_logprobs(logits, axis)
+
+    logits_to_logprobs.stock = stock_logprobs
+    Llama.logits_to_logprobs = staticmethod(logits_to_logprobs)
+
+    class LastPositionLlama(Llama):
+        def eval(self, tokens):
+            # Llama.eval (llama-cpp-python 0.3.36) with the logits of each batch's last token
+            # only: generation samples from it, a completion's log-probs read it and later ones.
+            self._ctx.kv_cache_seq_rm(-1, self.n_tokens, -1)
+            for start in range(0, len(tokens), self.n_batch):
+                batch = tokens[start:start + self.n_batch]
+                n_past, n_tokens = self.n_tokens, len(batch)
+                self._batch.set_batch(batch=batch, n_past=n_past, logits_all=False)
+                self._ctx.decode(self._batch)
+                self.input_ids[n_past:n_past + n_tokens] = batch
+                if self._logits_all:
+                    last = np.ctypeslib.as_array(self._ctx.get_logits_ith(n_tokens - 1), shape=(self._n_vocab,))
+                    self.scores[n_past + n_tokens - 1, :] = last
+                self.n_tokens += n_tokens
+                self._requires_eval = False
+
+    return LastPositionLlama
 
 
 def main(argv: list[str]) -> None:
@@ -33,6 +88,7 @@ def main(argv: list[str]) -> None:
         return params
 
     bindings.llama_model_default_params = with_ours  # the server loads one model, after this
+    llama_cpp.Llama = last_position_llama()  # what llama_cpp.server.model loads the model with
     print(f"llama.cpp extra buffer types: {'on' if extra else 'off'} ({setting})", flush=True)
     sys.argv = ["llama_cpp.server", *argv]
     from llama_cpp.server.__main__ import main as serve
