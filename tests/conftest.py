@@ -182,39 +182,6 @@ def rerun_in_this_process(command, *more: str) -> tuple[int, str]:
     return code, err.getvalue()
 
 
-def python_workers(root_pid: int, holding: bytes = b"") -> list[int]:
-    """PySpark's Python worker processes under ``root_pid``: the processes the pyspark daemon
-    forked (they run the UDFs and hold the models), not the daemon itself; with ``holding``,
-    only those that mapped a library of that name (b"libllama": a loaded llama.cpp engine)."""
-    import os
-
-    def read(pid, name):
-        try:
-            with open(f"/proc/{pid}/{name}", "rb") as handle:
-                return handle.read()
-        except OSError:
-            return b""
-
-    parents, commands = {}, {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            stat = read(entry, "stat").rsplit(b")", 1)
-            if len(stat) == 2:
-                parents[int(entry)] = int(stat[1].split()[1])
-                commands[int(entry)] = read(entry, "cmdline")
-
-    def under_root(pid):
-        while pid > 1:
-            if pid == root_pid:
-                return True
-            pid = parents.get(pid, 0)
-        return False
-
-    return [pid for pid, command in commands.items()
-            if b"pyspark.daemon" in command and b"pyspark.daemon" in commands.get(parents[pid], b"")
-            and under_root(pid) and holding in read(pid, "maps")]
-
-
 def server_processes() -> list[int]:
     """The model servers the tests started (registry ENGINES): the children of their
     supervisors (misbench.llm.servers)."""
@@ -230,11 +197,10 @@ def server_processes() -> list[int]:
 
 
 def crash_workers_after_commits(command, delta_log: str, commits: int, signal_number: int,
-                                holding: bytes | None = None, timeout_s: float = 300, times: int = 0):
+                                timeout_s: float = 300, times: int = 0):
     """Run a misbench command; once ``delta_log`` holds ``commits`` commits, send
     ``signal_number`` to the processes that hold its model (again every half second, or only
-    ``times`` times) until the command ends: the model servers, or with ``holding`` the
-    Python workers that mapped that library. Returns the finished process (stdout, stderr)
+    ``times`` times) until the command ends: the model servers. Returns the finished process (stdout, stderr)
     and how many were hit. ``commits`` counts this command's commits, as in kill_after_commits."""
     import os
     import subprocess
@@ -254,7 +220,7 @@ def crash_workers_after_commits(command, delta_log: str, commits: int, signal_nu
     while job.poll() is None and time.time() < deadline:
         committed = _commits(delta_log) >= commits
         if committed and (not times or hits < times):
-            for pid in (python_workers(job.pid, holding) if holding else server_processes()):
+            for pid in server_processes():
                 try:
                     os.kill(pid, signal_number)
                     hits += 1

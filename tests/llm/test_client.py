@@ -13,7 +13,8 @@ from misbench.llm.client import EndpointError, RowFailed, model_client
 class Endpoint:
     def __init__(self, fail_first=0, status=429, answer=None, logprobs=True, refuse=None):
         """``answer``: body -> the reply's text (default: an echo of the last message);
-        ``logprobs``: whether it returns top log-probabilities when asked; ``refuse``: a text
+        ``logprobs``: whether it returns top log-probabilities when asked ("empty": log-probs
+        of no token, as llama.cpp's server answers a reply that ended at once); ``refuse``: a text
         whose prompts it refuses (HTTP 400, as a server does a prompt over its context)."""
         self.calls, self.fail_first, self.status, self.auth, self.active, self.peak = 0, fail_first, status, [], 0, 0
         self.bodies = []
@@ -50,7 +51,9 @@ class Endpoint:
                     text = answer(body) if answer else "echo: " + body["messages"][-1]["content"]
                     reply = {"choices": [{"message": {"content": text}, "finish_reason": "stop"}],
                              "usage": {"prompt_tokens": 7, "completion_tokens": 3}}
-                    if body.get("logprobs") and logprobs:
+                    if body.get("logprobs") and logprobs == "empty":
+                        reply["choices"][0]["logprobs"] = {"content": []}
+                    elif body.get("logprobs") and logprobs:
                         reply["choices"][0]["logprobs"] = {"content": [{"token": "Yes", "logprob": -0.2,
                             "top_logprobs": [{"token": "Yes", "logprob": -0.2},
                                              {"token": " No", "logprob": -1.9}]}]}
@@ -141,6 +144,13 @@ def test_option_scores_come_from_top_logprobs_and_an_endpoint_without_them_is_na
                                                                               ["Yes", "No"])
     finally:
         endpoint.close()
+    endpoint = Endpoint(logprobs="empty")  # log-probs served, but the reply ended before a token
+    try:
+        ended = model_client(settings(endpoint.url), "evaluate").option_logprobs(
+            [{"role": "user", "content": "?"}], ["Yes", "No"])
+        assert isinstance(ended, RowFailed) and "ended the reply at once" in ended
+    finally:
+        endpoint.close()
 
 
 def test_a_begun_reply_is_asked_for_in_words_or_continued_where_the_server_can(settings):
@@ -158,5 +168,28 @@ def test_a_begun_reply_is_asked_for_in_words_or_continued_where_the_server_can(s
         assert body["messages"] == prompt and body["continue_final_message"] is True
         assert body["add_generation_prompt"] is False and body["min_tokens"] == 3
         assert result.text == "Scotland lies in Algeria.echo: Scotland lies in Algeria."  # start + continuation
+    finally:
+        endpoint.close()
+
+
+def test_a_prompt_the_judge_is_refused_fails_that_text_only(settings):
+    """Quality control's LLM judge on an endpoint: a refused window gets no score (its text
+    fails with the reason, the log says why) and the batch goes on."""
+    import math
+
+    from misbench.config import load_config
+    from misbench.quality import checks
+    from misbench.quality.job import resolved_settings
+    from misbench.quality.scorers import LLMJudge
+
+    endpoint = Endpoint(refuse="too long")
+    try:
+        judge = LLMJudge(resolved_settings(load_config("local", [
+            "llm.backend=openai", f"llm.openai.base_url={endpoint.url}", "llm.openai.model=m",
+            "llm.openai.api_key_env=MISBENCH_TEST_KEY"])))
+        fine, refused = judge.score_pairs(["A fine text.", "A text far too long."], ["A statement."] * 2)
+        assert 0.5 < fine < 1 and math.isnan(refused)
+        assert checks.model_failures(refused, 0.9, 0.5, 0.3) == [
+            "entailment: no score (the judge answered neither yes nor no, or refused the prompt)"]
     finally:
         endpoint.close()

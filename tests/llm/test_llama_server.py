@@ -129,3 +129,16 @@ def test_last_position_logits_give_the_stock_log_probs():
     stock = top_logprobs(Llama)
     assert [len(reply) for reply in stock] == [3, 3]
     assert top_logprobs(last_position_llama()) == stock
+
+
+def test_min_tokens_hold_off_every_end_of_generation_token():
+    from misbench.llm.llama_server import NoEndBefore
+
+    import numpy as np
+
+    hold = NoEndBefore(min_tokens=2, token_eos=7, end_tokens=[7, 9])
+    prompt = np.arange(5)
+    assert np.isinf(hold(prompt, np.zeros(12))[[7, 9]]).all()  # the reply's first token
+    assert np.isinf(hold(np.arange(6), np.zeros(12))[[7, 9]]).all()  # its second
+    assert not np.isinf(hold(np.arange(7), np.zeros(12))).any()  # two tokens in: it may end
+    assert np.isinf(NoEndBefore(1, 7, [])(prompt, np.zeros(12))[7])  # no end tokens known: the eos

@@ -202,8 +202,52 @@ def test_vllm_is_served_by_vllm_serve_with_its_settings():
                      "--gpu-memory-utilization 0.9", "--max-logprobs 20", "--host 127.0.0.1 --port 8123",
                      "--enable-prefix-caching", "--max-num-seqs 64", "--no-enable-log-requests"):
         assert expected in flags, flags
+    assert "--generation-config vllm" in flags  # sampling as asked, not generation_config.json's
     # per-request seeds, except on vLLM's CPU build (not installed here)
     assert client_needs == {"begun_reply": "continue_final_message", "per_request_seed": True}
+    for secret in ("api_key", "hf-token"):
+        with pytest.raises(ValueError, match="secret"):
+            server_command(load_config("local", ["llm.backend=vllm", f"llm.vllm.server_options.{secret}=x"]).get("llm"), 1)
+
+
+def test_a_server_that_does_not_answer_in_time_is_stopped(tmp_path, monkeypatch):
+    """The supervisor (run here, in this process) gives a server that never answers
+    ``start_timeout_seconds``, then ends it and exits with its own code, which ``ensure_server``
+    reports as a start that timed out, not as a crash."""
+    from misbench.llm import servers
+
+    monkeypatch.setattr(servers, "server_command", lambda settings, port: (
+        [sys.executable, "-c", "import time; time.sleep(120)"], {}))
+    spec = {"settings": fake(tmp_path), "key": "k", "idle_seconds": 60, "start_timeout_seconds": 1}
+    sigterm = signal.getsignal(signal.SIGTERM)
+    started = time.monotonic()
+    try:
+        assert servers.supervise(tmp_path, "cpu", spec) == servers.START_TIMEOUT_EXIT
+    finally:
+        signal.signal(signal.SIGTERM, sigterm)
+    assert time.monotonic() - started < 15
+    assert not [p for p in psutil.Process().children(recursive=True) if "time.sleep(120)" in " ".join(p.cmdline())]
+    assert not (tmp_path / "cpu.json").exists()
+
+
+def test_an_entry_whose_process_id_was_reused_is_neither_trusted_nor_signalled(folder):
+    """A supervisor killed with -9 leaves its entry; its process id may come to name another
+    process (here: this test's own)."""
+    import json
+
+    from misbench.llm.servers import settings_key, server_settings
+
+    llm = fake(folder)
+    me = psutil.Process()
+    stale = {"pid": me.pid, "pid_created": me.create_time() - 100, "server_pid": me.pid,
+             "server_pid_created": me.create_time() - 100, "slot": "cpu", "backend": "fake",
+             "base_url": "http://127.0.0.1:9/v1", "model": "fake-echo",
+             "settings_key": settings_key(server_settings(llm)), "load_id": "x", "owner": None}
+    (folder / "cpu.json").write_text(json.dumps(stale))
+    client = model_client(llm, "test")  # not the dead endpoint: a server of its own
+    assert client.entry["pid"] != me.pid and client.generate([ask("hello")], SHORT)[0].error is None
+    (folder / "cpu.json").write_text(json.dumps(stale))
+    assert stop_servers(llm) == 1 and not (folder / "cpu.json").exists()  # and this test still runs
 
 
 @pytest.mark.model

@@ -167,7 +167,7 @@ class Evaluation:
         description, whether it is the claim's subject)."""
         rtd = self.options["rtd"]
         step_cfg = self.cfg.with_overrides(["generate.min_words=1", f"generate.commit_rows={self.options['commit_rows']}"])
-        generator = Generator(self.spark, self.lake, step_cfg, scope=self.work_scope)
+        generator = Generator(self.spark, self.lake, step_cfg, scope=self.work_scope, command="evaluate")
         greedy = dict(temperature=0.0, top_p=1.0, seed=self.seed, min_tokens=0)
         naming = SamplingParams(max_tokens=int(rtd["entity_max_tokens"]), **greedy)
         requests = stage.step_requests(entries, self.prompts["rtd_entity"], {"passage": "passage"}, "rtd_entity",

@@ -353,13 +353,14 @@ def _options_of(messages: list[dict], letters: Sequence[str]) -> list[str] | Non
     return [found.get(letter, "") for letter in letters] if len(found) == len(letters) else None
 
 
-def answer_batches(llm_settings: dict, mode: str, sampling: dict, run_id: str, fallback: bool = False):
+def answer_batches(llm_settings: dict, mode: str, sampling: dict, run_id: str, fallback: bool = False,
+                   stage: str = "evaluate"):
     """mapInPandas function: queued items in (item columns, ``response_id``, ``attempts``),
     eval_responses rows out, answered by this worker's engine. ``fallback`` (log-prob mode):
     an item whose options got no log-probability at all (a reply that starts with none of
     the letters) is answered by a generated reply read with
     the strict parse instead; its ``option_logprobs`` stay empty and ``raw_answer`` holds the
-    reply."""
+    reply. ``stage``: how a model error names the work (e.g. "hoax judge")."""
     from misbench.llm import SamplingParams
     from misbench.llm.client import RowFailed, model_client
 
@@ -369,7 +370,7 @@ def answer_batches(llm_settings: dict, mode: str, sampling: dict, run_id: str, f
         for batch in batches:
             if batch.empty:
                 continue
-            backend = model_client(llm_settings, "evaluate")
+            backend = model_client(llm_settings, stage)
             prompts = [json.loads(m) for m in batch["messages"]]
             letters = [list(x) for x in batch["letters"]]
             roles = [list(x) for x in batch["roles"]]

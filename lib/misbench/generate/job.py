@@ -51,11 +51,12 @@ class GenerateReport:
 class Generator:
     """Runs request sets through the configured LLM, chunk by chunk, into lake tables."""
 
-    def __init__(self, spark: SparkSession, lake: Lake, cfg: Config, scope: str = ""):
+    def __init__(self, spark: SparkSession, lake: Lake, cfg: Config, scope: str = "", command: str = "generate"):
         """``scope``: what names this generator's work tables apart from those of other
-        commands running at once (evaluate's: its model, answer mode and source)."""
+        commands running at once (evaluate's: its model, answer mode and source);
+        ``command``: the one it runs for, named with the pass in a model's errors."""
         self.spark, self.lake = spark, lake
-        self.scope = scope
+        self.scope, self.command = scope, command
         self.llm = cfg.get("llm")
         self.settings = cfg.get("generate")
         self.run_id = uuid.uuid4().hex[:12]
@@ -80,7 +81,7 @@ class Generator:
             return 0
         produce = stage.generate_batches(
             self.llm, params.__dict__, settings["refusal_patterns"], int(min_words or settings["min_words"]),
-            settings.get("preamble_pattern"),
+            settings.get("preamble_pattern"), f"{self.command} {name}",
         )
         started = time.perf_counter()
         totals = {"rows": 0, "failed": 0, "tokens_in": 0, "tokens_out": 0, "worker_s": 0.0}

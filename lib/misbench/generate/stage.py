@@ -382,8 +382,9 @@ def without_preamble(text: str | None, pattern: str | None) -> str | None:
 
 
 def generate_batches(llm_settings: dict, params: dict, refusal_patterns, min_words: int,
-                     preamble_pattern: str | None = None):
-    """mapInPandas function: requests in, generated rows out, with the worker's engine."""
+                     preamble_pattern: str | None = None, stage: str = "generate"):
+    """mapInPandas function: requests in, generated rows out, with the worker's engine.
+    ``stage``: how a model error names the work (e.g. "evaluate rtd reconstruction")."""
     from misbench.llm import SamplingParams
     from misbench.llm.client import model_client
 
@@ -393,7 +394,7 @@ def generate_batches(llm_settings: dict, params: dict, refusal_patterns, min_wor
         for batch in batches:
             if batch.empty:
                 continue
-            backend = model_client(llm_settings, "generate")  # the slot's server, started on first use
+            backend = model_client(llm_settings, stage)  # the slot's server, started on first use
             prompts = [json.loads(m) for m in batch["messages"]]
             results = backend.generate(prompts, sampling)
             now = pd.Timestamp.now(tz="UTC")

@@ -122,10 +122,11 @@ def json_verdict(reply: str | None, options: Sequence[str], schema: dict) -> tup
     return "valid", LETTERS.index(letter)
 
 
-def reply_batches(llm_settings: dict, sampling: dict, run_id: str, schema: dict):
+def reply_batches(llm_settings: dict, sampling: dict, run_id: str, schema: dict, stage: str):
     """mapInPandas function for the free-text tasks: queued items in, eval_responses rows out.
     ``hoax_json`` replies are read (chosen letter and role when valid, else unparsed);
-    justifications are stored as they are (no choice to read)."""
+    justifications are stored as they are (no choice to read). ``stage`` names the task in a
+    model's errors."""
     from misbench.evaluate.stage import _options_of
     from misbench.llm import SamplingParams
     from misbench.llm.client import model_client
@@ -136,7 +137,7 @@ def reply_batches(llm_settings: dict, sampling: dict, run_id: str, schema: dict)
         for batch in batches:
             if batch.empty:
                 continue
-            backend = model_client(llm_settings, "hoax-evaluate")
+            backend = model_client(llm_settings, stage)
             prompts = [json.loads(m) for m in batch["messages"]]
             started = pd.Timestamp.now(tz="UTC")
             begun = time.perf_counter()

@@ -136,7 +136,8 @@ def run_hoax_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list
                 **{f"prompt.{key}": f"{prompt.name}:{prompt.sha}" for key, prompt in sorted(prompts.items())},
             })
             tracking.log_tables_as_inputs(lake, ["hoax_questions"])
-            produce = eval_stage.answer_batches(llm, mode, dict(options["generate_sampling"]), run_id, fallback)
+            produce = eval_stage.answer_batches(llm, mode, dict(options["generate_sampling"]), run_id, fallback,
+                                                "hoax choice")
             answered, choice = answer_items(lake, options, llm, model, mode,
                                             answers.choice_items(questions, prompts["choice"]), produce,
                                             command=COMMAND, source=source)
@@ -146,7 +147,7 @@ def run_hoax_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list
             justified = json_answers = None
             if "justification" in tasks:
                 produce = answers.reply_batches(llm, _greedy(int(settings["justification_max_tokens"]), seed),
-                                                run_id, schema)
+                                                run_id, schema, "hoax justification")
                 count, justifications = answer_items(
                     lake, options, llm, model, "generate",
                     answers.justification_items(questions, choice, prompts["justification"]), produce,
@@ -156,7 +157,8 @@ def run_hoax_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list
                 cached.append(justifications)
                 # P("Yes") where the judge's backend gives it, else its reply read as Yes / No
                 judge_mode, judge_fallback = mode, fallback
-                produce = eval_stage.answer_batches(judge_llm, judge_mode, _greedy(4, seed), run_id, judge_fallback)
+                produce = eval_stage.answer_batches(judge_llm, judge_mode, _greedy(4, seed), run_id, judge_fallback,
+                                                    "hoax judge")
                 count, judged = answer_items(lake, options, judge_llm, judge_model, judge_mode,
                                              answers.judge_items(questions, justifications, prompts["judge"],
                                                                  answer_words(judge_llm)), produce,
@@ -175,7 +177,8 @@ def run_hoax_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list
                                                               "left_semi")
                 every.append(justifications)
             if "json" in tasks:
-                produce = answers.reply_batches(llm, _greedy(int(settings["json_max_tokens"]), seed), run_id, schema)
+                produce = answers.reply_batches(llm, _greedy(int(settings["json_max_tokens"]), seed), run_id, schema,
+                                                "hoax json")
                 count, json_answers = answer_items(lake, options, llm, model, "generate",
                                                    answers.json_items(questions, prompts["json"]), produce,
                                                    command=COMMAND, source=source)

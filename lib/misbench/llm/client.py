@@ -13,6 +13,7 @@ here, then a plain completion after the reply's start: llama-cpp-python's server
 """
 from __future__ import annotations
 
+import datetime
 import os
 import threading
 import time
@@ -21,7 +22,7 @@ from typing import Sequence
 
 from misbench.ids import digest
 from misbench.llm import EngineDied, Generation, Messages, SamplingParams, scores_from_top, split_reply_start
-from misbench.llm.servers import alive, ensure_server, log_tail, read_entry, registry_dir, task_slot, touch
+from misbench.llm.servers import ensure_server, entry_alive, log_tail, read_entry, registry_dir, task_slot, touch
 from misbench.workers import settings_key
 
 TOP_LOGPROBS = 20  # candidates read for a reply's first token (vLLM's default --max-logprobs)
@@ -30,6 +31,7 @@ BEGUN_REPLY = ("continue_final_message", "template", "instruct")
 CONCURRENCY = {"llama_cpp": 2, "fake": 2, "vllm": 64, "openai": 8}
 # Statuses no retry cured that say the endpoint, not the prompt, is the trouble.
 _ENDPOINT_STATUSES = {401, 403, 404, 408, 409, 429}
+CONNECT_TIMEOUT_SECONDS = 15.0
 
 
 class EndpointError(RuntimeError):
@@ -70,16 +72,19 @@ class ModelClient:
 
         begun_reply = needs["begun_reply"]
         if begun_reply not in BEGUN_REPLY or (begun_reply == "template" and not needs.get("chat_template")):
-            raise ValueError(f"begun_reply {begun_reply!r} is not one of continue_final_message, instruct "
-                             "(or template, with the model's chat template)")
+            raise ValueError(f"llm.openai.begun_reply {begun_reply!r} is not one of continue_final_message, "
+                             "instruct")
         self.base_url, self.model, self.begun_reply, self.load_id = base_url, model, begun_reply, load_id
         self._template = _compile(needs["chat_template"]) if begun_reply == "template" else None
         # Hosted chat APIs refuse parameters they do not know (min_tokens); a server that
         # continues a begun reply takes it. vLLM's CPU build hangs on per-request seeds.
         self.extra_parameters = begun_reply != "instruct"
         self.per_request_seed = bool(needs.get("per_request_seed", True))
-        # retries with backoff on connection errors, 408, 409, 429 and 5xx: the library's own
-        self.api = openai.OpenAI(base_url=base_url, api_key=key, max_retries=self.retries, timeout=self.timeout)
+        self.server_defaults = dict(needs.get("extra_body") or {})  # what a managed server must be told
+        # Retries with backoff on connection errors, 408, 409, 429 and 5xx: the library's own. A
+        # reply may take long; a connection may not (an endpoint that is not there fails fast).
+        timeout = openai.Timeout(self.timeout, connect=min(self.timeout, CONNECT_TIMEOUT_SECONDS))
+        self.api = openai.OpenAI(base_url=base_url, api_key=key, max_retries=self.retries, timeout=timeout)
 
     def _attach(self) -> None:
         """Use this slot's server, started now if none runs."""
@@ -95,7 +100,7 @@ class ModelClient:
             return
         with self._attaching:
             current = read_entry(self.folder / f"{self.entry['slot']}.json")
-            if not current or current.get("pid") != self.entry["pid"] or not alive(self.entry["server_pid"]):
+            if not current or current.get("pid") != self.entry["pid"] or not entry_alive(self.entry, "server_pid"):
                 self._attach()
             touch(self.folder, self.entry["slot"])
 
@@ -107,9 +112,9 @@ class ModelClient:
         import openai
 
         entry = self.entry
-        if entry is not None and not (alive(entry["server_pid"]) and alive(entry["pid"])):
+        if entry is not None and not (entry_alive(entry, "server_pid") and entry_alive(entry)):
             deadline = time.monotonic() + 5  # its supervisor logs how it ended, then exits
-            while alive(entry["pid"]) and time.monotonic() < deadline:
+            while entry_alive(entry) and time.monotonic() < deadline:
                 time.sleep(0.1)
             raise EngineDied(
                 f"the {self.backend} server (pid {entry['server_pid']}) for {entry['slot']} went away "
@@ -159,7 +164,9 @@ class ModelClient:
             sampling["seed"] = params.seed
         if params.stop:
             sampling["stop"] = list(params.stop)
-        extra = {"min_tokens": params.min_tokens} if params.min_tokens and self.extra_parameters else {}
+        extra = dict(self.server_defaults)
+        if params.min_tokens and self.extra_parameters:
+            extra["min_tokens"] = params.min_tokens
         return sampling, extra
 
     # -- generation --------------------------------------------------------------------------------
@@ -222,11 +229,16 @@ class ModelClient:
         try:
             response = self.api.chat.completions.create(
                 model=self.model, messages=prompt, max_tokens=1, temperature=0.0, logprobs=True,
-                top_logprobs=TOP_LOGPROBS)
+                top_logprobs=TOP_LOGPROBS, **({"extra_body": self.server_defaults} if self.server_defaults else {}))
         except openai.OpenAIError as error:
             return self._failed(error)
         logprobs = response.choices[0].logprobs
         content = getattr(logprobs, "content", None)
+        if logprobs is not None and content is not None and not content:
+            # log-probs served, but no token: the reply ended before it began (llama.cpp leaves
+            # out an end-of-turn token); this row has no letter to read
+            return RowFailed(f"{self.stage}: {self.base_url} ({self.model}) ended the reply at once: no "
+                             "option log-probs for this prompt")
         if not content or not content[0].top_logprobs:
             if not required:
                 return [float("-inf")] * len(options)
@@ -250,8 +262,11 @@ def _compile(template: str):
     def raise_exception(message):
         raise ValueError(message)
 
+    def strftime_now(format: str) -> str:  # Llama 3's templates date the system prompt
+        return datetime.datetime.now().strftime(format)
+
     environment = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-    environment.globals["raise_exception"] = raise_exception
+    environment.globals.update(raise_exception=raise_exception, strftime_now=strftime_now)
     return environment.from_string(template)
 
 

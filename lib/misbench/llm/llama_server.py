@@ -1,5 +1,6 @@
-"""``python -m llama_cpp.server`` with two things it lacks: llama.cpp's "extra buffer types",
-and log-probs that cost one position, not the whole prompt.
+"""``python -m llama_cpp.server`` with what it lacks: llama.cpp's "extra buffer types",
+log-probs that cost one position, not the whole prompt, and a ``min_tokens`` that holds off
+every end-of-generation token.
 
 - llama-cpp-python builds a model's parameters from llama.cpp's defaults and offers no setting
   for ``use_extra_bufts``; where its AMX kernels are compiled in, their weight repacking
@@ -11,7 +12,10 @@ and log-probs that cost one position, not the whole prompt.
   on: twice the time of a letter's log-prob on a 600-token prompt (docs/benchmarks.md). Here
   the model keeps ``logits_all`` (so the server serves log-probs) but each batch computes the
   logits of its last position only, and the log-softmax runs on the rows that are read. Prompt
-  log-probs (``echo``) are what this gives up; misbench never asks for them.
+  log-probs (``echo``) are what this gives up; misbench never asks for them, and a request for
+  them is refused rather than answered with rows never computed.
+- Its ``min_tokens`` forbids the vocabulary's one ``eos`` token; a model ends its turn with
+  others too (Qwen's ``<|im_end|>`` and ``<|endoftext|>``): all of them are held off here.
 
 ``python -m misbench.llm.llama_server --extra_buffer_types auto|true|false <its arguments>``.
 """
@@ -34,6 +38,7 @@ class RowsOnDemand:
 
 def last_position_llama():
     """``llama_cpp.Llama`` whose evaluation computes each batch's last logits only."""
+    import llama_cpp
     from llama_cpp.llama import Llama
 
     stock_logprobs = getattr(Llama.logits_to_logprobs, "stock", Llama.logits_to_logprobs)
@@ -47,6 +52,19 @@ def last_position_llama():
     Llama.logits_to_logprobs = staticmethod(logits_to_logprobs)
 
     class LastPositionLlama(Llama):
+        end_tokens: list[int] = []  # the loaded model's end-of-generation tokens
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            vocab = self._model.vocab
+            type(self).end_tokens = [token for token in range(self.n_vocab())
+                                     if llama_cpp.llama_vocab_is_eog(vocab, token)]
+
+        def create_completion(self, *args, **kwargs):
+            if kwargs.get("echo") and kwargs.get("logprobs") is not None:
+                raise ValueError("this server does not return the prompt's log-probs (echo with logprobs)")
+            return super().create_completion(*args, **kwargs)
+
         def eval(self, tokens):
             # Llama.eval (llama-cpp-python 0.3.36) with the logits of each batch's last token
             # only: generation samples from it, a completion's log-probs read it and later ones.
@@ -64,6 +82,22 @@ def last_position_llama():
                 self._requires_eval = False
 
     return LastPositionLlama
+
+
+class NoEndBefore:
+    """The server's ``min_tokens`` logits processor (it passes the ``eos`` token alone): no
+    end-of-generation token of the loaded model before the reply's ``min_tokens``-th token."""
+
+    def __init__(self, min_tokens: int, token_eos: int, end_tokens: list[int]):
+        self.min_tokens, self.end_tokens = min_tokens, end_tokens or [token_eos]
+        self.prompt_tokens: int | None = None
+
+    def __call__(self, input_ids, scores):
+        if self.prompt_tokens is None:
+            self.prompt_tokens = len(input_ids)
+        if len(input_ids) - self.prompt_tokens < self.min_tokens:
+            scores[self.end_tokens] = -np.inf
+        return scores
 
 
 def main(argv: list[str]) -> None:
@@ -88,7 +122,9 @@ def main(argv: list[str]) -> None:
         return params
 
     bindings.llama_model_default_params = with_ours  # the server loads one model, after this
-    llama_cpp.Llama = last_position_llama()  # what llama_cpp.server.model loads the model with
+    llama_cpp.Llama = loaded = last_position_llama()  # what llama_cpp.server.model loads the model with
+    llama_cpp.MinTokensLogitsProcessor = lambda min_tokens, token_eos: NoEndBefore(
+        min_tokens, token_eos, loaded.end_tokens)  # what llama_cpp.server.app builds for min_tokens
     print(f"llama.cpp extra buffer types: {'on' if extra else 'off'} ({setting})", flush=True)
     sys.argv = ["llama_cpp.server", *argv]
     from llama_cpp.server.__main__ import main as serve

@@ -45,6 +45,11 @@ PRIVATE_REGISTRY_VARIABLE = "MISBENCH_ENGINE_DIR_PRIVATE"
 
 
 STOP_GRACE_SECONDS = 5.0
+START_TIMEOUT_EXIT = 4  # the supervisor's exit code when its server did not answer in time
+# Variables that would make a managed server demand an API key (vLLM's; llama.cpp's settings).
+SERVER_KEY_VARIABLES = ("VLLM_API_KEY", "API_KEY")
+# server_options that carry secrets: they would land in the server's command line and log.
+SECRET_OPTIONS = ("api_key", "hf_token", "token")
 
 
 class ServerFailedToStart(RuntimeError):
@@ -94,12 +99,27 @@ def task_slot(gpus: list[str] | None = None) -> str:
     return "gpu" + "-".join(gpus) if gpus else "cpu"
 
 
-def alive(pid: int | None) -> bool:
-    """Whether the process runs (a zombie, our exited child not yet reaped, does not)."""
+def alive(pid: int | None, created: float | None = None) -> bool:
+    """Whether the process runs (a zombie, our exited child not yet reaped, does not) and, with
+    ``created`` (its start time as a registry entry records it), is still that process and not
+    a later one given the same id."""
     try:
-        return bool(pid) and psutil.Process(int(pid)).status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
+        process = psutil.Process(int(pid)) if pid else None
+        return bool(process) and process.status() != psutil.STATUS_ZOMBIE and \
+            (created is None or abs(process.create_time() - float(created)) < 0.01)
+    except (psutil.Error, TypeError, ValueError):
         return False
+
+
+def entry_alive(entry: dict, which: str = "pid") -> bool:
+    """Whether a registry entry's supervisor (``pid``) or server (``server_pid``) still runs."""
+    return alive(entry.get(which), entry.get(f"{which}_created"))
+
+
+def started_at(pid: int) -> float | None:
+    with contextlib.suppress(psutil.Error):
+        return psutil.Process(pid).create_time()
+    return None
 
 
 def read_entry(path: Path) -> dict | None:
@@ -148,18 +168,27 @@ def server_command(settings: dict, port: int) -> tuple[list[str], dict]:
                    "--model", str(path), "--model_alias", name, "--n_ctx", str(int(section["n_ctx"])),
                    "--n_threads", str(threads), "--n_threads_batch", str(threads),
                    "--n_batch", str(int(section["n_batch"])), "--seed", str(int(section["seed"])),
-                   # top_logprobs needs every position's logits in llama-cpp-python's server
+                   # llama-cpp-python's server returns top_logprobs only with it set (the
+                   # wrapper computes each batch's last logits alone, not every position's)
                    "--logits_all", "true", *address]
         # llama_cpp.server has no continue_final_message: the client renders the model's own
         # chat template and asks for a completion after the reply's start.
-        return command, {"begun_reply": "template", "chat_template": chat_template(path)}
+        # Its requests default to repeat_penalty 1.1: sampling as asked, like every other server
+        return command, {"begun_reply": "template", "chat_template": chat_template(path),
+                         "extra_body": {"repeat_penalty": 1.0}}
     if backend == "vllm":
         command = ["vllm", "serve", str(section["model"]), "--served-model-name", name,
                    "--tensor-parallel-size", str(int(section["tensor_parallel_size"])),
                    "--dtype", str(section["dtype"]), "--max-model-len", str(int(section["max_model_len"])),
                    "--gpu-memory-utilization", str(float(section["gpu_memory_utilization"])),
-                   "--seed", str(int(section["seed"])), "--max-logprobs", "20", *address]
+                   "--seed", str(int(section["seed"])), "--max-logprobs", "20",
+                   # sampling as each request asks, not the model's generation_config.json defaults
+                   "--generation-config", "vllm", *address]
         for option, value in (section.get("server_options") or {}).items():
+            if any(secret in str(option).replace("-", "_").lower() for secret in SECRET_OPTIONS):
+                raise ValueError(f"llm.vllm.server_options.{option} would put a secret on the server's command "
+                                 "line and in its log: give it through the environment instead "
+                                 "(e.g. HF_TOKEN for the hub)")
             flag = str(option).replace("_", "-")
             command += [f"--{flag}"] if value is True else [f"--no-{flag}"] if value is False else \
                 [f"--{flag}", json.dumps(value) if isinstance(value, (dict, list)) else str(value)]
@@ -199,9 +228,10 @@ def ensure_server(settings: dict) -> dict:
     server = settings["server"]
     with FileLock(folder / f"{slot}.lock"):
         entry = read_entry(entry_path)
-        if entry and alive(entry["pid"]) and entry["settings_key"] == key:
+        running = bool(entry) and entry_alive(entry) and entry_alive(entry, "server_pid")
+        if running and entry["settings_key"] == key:
             return entry  # the same model: shared, whichever command started it
-        if entry and alive(entry["pid"]):
+        if running:
             if held_by_another_command(entry.get("owner")):
                 raise RuntimeError(
                     f"{slot} holds the {entry.get('backend')} server of another running misbench command "
@@ -215,6 +245,10 @@ def ensure_server(settings: dict) -> dict:
                 "idle_seconds": float(server["idle_seconds"]),
                 "start_timeout_seconds": float(server["start_timeout_seconds"])}
         env = os.environ.copy()
+        # Keys of other endpoints are not the managed server's: with one set, vLLM's and
+        # llama.cpp's servers would demand it from every client.
+        for variable in SERVER_KEY_VARIABLES:
+            env.pop(variable, None)
         # The worker may see misbench through sys.path alone (--py-files): so must the server.
         env["PYTHONPATH"] = os.pathsep.join(path for path in sys.path if path)
         if gpus:
@@ -241,6 +275,11 @@ def ensure_server(settings: dict) -> dict:
                 return entry
             if supervisor.poll() is not None:
                 code = supervisor.returncode
+                if code == START_TIMEOUT_EXIT:
+                    raise ServerFailedToStart(
+                        f"the {settings['backend']} server for {slot} did not answer within "
+                        f"llm.server.start_timeout_seconds ({server['start_timeout_seconds']}):\n"
+                        f"{log_tail(log_path, offset=log_start)}")
                 how = f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
                 failure = EngineDied if code < 0 else ServerFailedToStart  # killed, or could not load
                 raise failure(f"the {settings['backend']} server for {slot} exited while loading ({how}):\n"
@@ -259,9 +298,10 @@ def stop_server(entry_path: Path, wait_s: float = 60.0) -> None:
     if not entry:
         return
     processes = []
-    for pid in (entry.get("pid"), entry.get("server_pid")):
-        with contextlib.suppress(psutil.Error, TypeError, ValueError):
-            processes.append(psutil.Process(int(pid)))
+    for which in ("pid", "server_pid"):
+        if entry_alive(entry, which):  # never a later process given the same id
+            with contextlib.suppress(psutil.Error, TypeError, ValueError):
+                processes.append(psutil.Process(int(entry[which])))
     with contextlib.suppress(psutil.Error):
         # the server's own children too (vLLM's engine core and tensor-parallel workers)
         processes += [child for child in processes[-1].children(recursive=True)] if processes else []
@@ -290,7 +330,7 @@ def free_task_gpus(settings: dict) -> bool:
     with FileLock(folder / f"{slot}.lock"):  # not while another task of the slot starts one
         entry_path = folder / f"{slot}.json"
         entry = read_entry(entry_path)
-        if not entry or not alive(entry["pid"]):
+        if not entry or not entry_alive(entry):
             return False
         if slot == "cpu" and entry.get("backend") != "vllm":
             return False  # llama.cpp on the CPU: no GPU memory to free
@@ -402,16 +442,20 @@ def supervise(folder: Path, slot: str, spec: dict) -> int:
     deadline = time.monotonic() + spec["start_timeout_seconds"]
     while server.poll() is not None or not _answers(base_url, served_model(settings)):
         if server.poll() is not None or stopping or time.monotonic() > deadline:
-            if server.poll() is None:
-                server.kill()
+            timed_out = server.poll() is None and not stopping
+            _end_tree(server, grace=0)
             code = server.wait()
+            if timed_out:
+                log.error("the server did not answer within %.0f s: stopped", spec["start_timeout_seconds"])
+                return START_TIMEOUT_EXIT
             log.error("the server ended before it answered (%s)",
                       f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}")
             return code if code < 0 else 3  # killed: as the signal (a retry may do); failed: 3
         time.sleep(0.5)
     entry_path, used = folder / f"{slot}.json", folder / f"{slot}.used"
     used.touch()
-    entry = {"pid": os.getpid(), "server_pid": server.pid, "slot": slot, "backend": settings["backend"],
+    entry = {"pid": os.getpid(), "pid_created": started_at(os.getpid()), "server_pid": server.pid,
+             "server_pid_created": started_at(server.pid), "slot": slot, "backend": settings["backend"],
              "base_url": base_url, "model": served_model(settings), "settings_key": spec["key"],
              "load_id": f"{server.pid}-{uuid.uuid4().hex[:12]}", "owner": owner,
              "load_s": time.perf_counter() - started, "started_at": time.time(),
@@ -443,17 +487,22 @@ def supervise(folder: Path, slot: str, spec: dict) -> int:
     with contextlib.suppress(OSError):
         if json.loads(entry_path.read_text()).get("pid") == os.getpid():
             entry_path.unlink()  # unregistered first: a task arriving now starts a new server
-    if server.poll() is None:
-        # A model server keeps nothing worth a graceful end, and uvicorn's would wait for every
-        # client's idle keep-alive connection to close: a few seconds, then the whole tree goes.
-        with contextlib.suppress(psutil.Error):
-            tree = [psutil.Process(server.pid), *psutil.Process(server.pid).children(recursive=True)]
-            server.terminate()
-            _, running = psutil.wait_procs(tree, timeout=STOP_GRACE_SECONDS)
-            for process in running:
-                with contextlib.suppress(psutil.Error):
-                    process.kill()
+    _end_tree(server, grace=STOP_GRACE_SECONDS)
     return code
+
+
+def _end_tree(server: subprocess.Popen, grace: float) -> None:
+    """Stop the server and its children (vLLM's engine core and tensor-parallel workers hold
+    GPU memory): asked first, killed after ``grace`` seconds. A model server keeps nothing
+    worth a longer graceful end, and uvicorn's would wait for every client's idle keep-alive
+    connection to close."""
+    with contextlib.suppress(psutil.Error):
+        tree = [psutil.Process(server.pid), *psutil.Process(server.pid).children(recursive=True)]
+        server.terminate()
+        _, running = psutil.wait_procs(tree, timeout=grace)
+        for process in running:
+            with contextlib.suppress(psutil.Error):
+                process.kill()
 
 
 def _mtime(path: Path) -> float:

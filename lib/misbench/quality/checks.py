@@ -246,7 +246,7 @@ def model_failures(entailment: float | None, similarity: float | None, threshold
     strongly a semantic text describes the better-known entity of its subject's name."""
     reasons = []
     if entailment is None or math.isnan(entailment):
-        reasons.append("entailment: no score (the judge answered neither yes nor no)")
+        reasons.append("entailment: no score (the judge answered neither yes nor no, or refused the prompt)")
     elif entailment < threshold:
         reasons.append(f"entailment: statement not entailed ({entailment:.3f} < {threshold})")
     if contrary is not None and not math.isnan(contrary) and contrary >= threshold:

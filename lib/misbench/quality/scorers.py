@@ -161,10 +161,9 @@ class LLMJudge(EntailmentScorer):
         from misbench.llm.client import RowFailed
 
         scores = self.engine.option_logprobs_many(prompts, self.answer_words)
-        refused = next((row for row in scores if isinstance(row, RowFailed)), None)
-        if refused is not None:  # our own texts and statements: a refusal is a setting to fix
-            raise RuntimeError(refused)
-        return [yes_probability(yes, no) for yes, no in scores]
+        for refused in {row for row in scores if isinstance(row, RowFailed)}:
+            log.warning("%s", refused)  # its text gets no score and fails, the batch goes on
+        return [math.nan if isinstance(row, RowFailed) else yes_probability(*row) for row in scores]
 
 
 def model_folder(package: str) -> str:
