@@ -263,3 +263,23 @@ def test_the_small_models_server_refuses_an_over_long_prompt_for_its_row_only(tm
         assert fine.error is None and fine.text and refused.text is None and "refused the prompt" in refused.error
     finally:
         stop_servers(llm)
+
+
+def test_a_supervisor_whose_slot_another_took_stops_its_server(folder):
+    """Two servers for one slot (a task killed while loading let the next start another): the
+    one whose registry entry was replaced stops, and leaves the other's entry alone."""
+    import json
+
+    client = model_client(fake(folder), "test")
+    first = client.entry
+    me = psutil.Process()
+    (folder / "cpu.json").write_text(json.dumps(dict(first, pid=me.pid, pid_created=me.create_time())))
+    try:
+        deadline = time.time() + 20
+        while time.time() < deadline and (alive(first["pid"]) or alive(first["server_pid"])):
+            time.sleep(0.2)
+        assert not alive(first["pid"]) and not alive(first["server_pid"])
+        assert json.loads((folder / "cpu.json").read_text())["pid"] == me.pid
+        assert f"supervisor {me.pid} serves cpu now" in (folder / "cpu.log").read_text()
+    finally:
+        (folder / "cpu.json").unlink()  # it names this test's process: never stopped

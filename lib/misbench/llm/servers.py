@@ -479,6 +479,10 @@ def supervise(folder: Path, slot: str, spec: dict) -> int:
             code = 3
         elif stopping:
             reason = "asked to stop"
+        elif (current := read_entry(entry_path)) and current.get("pid") != os.getpid():
+            # a second server, started while a killed task's load left the slot unregistered,
+            # took the slot: one per slot
+            reason = f"supervisor {current.get('pid')} serves {slot} now"
         elif _orphan(owned):
             reason = f"its command ({owned}) has ended"
         elif time.time() - _mtime(used) > spec["idle_seconds"]:
