@@ -31,6 +31,14 @@ def small_model(folder, *extra):
                                  f"llm.server.dir={folder}", *extra]).get("llm")
 
 
+def command_of(process) -> str:
+    """A process's command line; empty for one that ended (a zombie not yet reaped has none)."""
+    try:
+        return " ".join(process.cmdline())
+    except psutil.Error:
+        return ""
+
+
 def ask(text):
     return [{"role": "user", "content": text}]
 
@@ -226,7 +234,7 @@ def test_a_server_that_does_not_answer_in_time_is_stopped(tmp_path, monkeypatch)
     finally:
         signal.signal(signal.SIGTERM, sigterm)
     assert time.monotonic() - started < 15
-    assert not [p for p in psutil.Process().children(recursive=True) if "time.sleep(120)" in " ".join(p.cmdline())]
+    assert not [p for p in psutil.Process().children(recursive=True) if "time.sleep(120)" in command_of(p)]
     assert not (tmp_path / "cpu.json").exists()
 
 
@@ -283,3 +291,13 @@ def test_a_supervisor_whose_slot_another_took_stops_its_server(folder):
         assert f"supervisor {me.pid} serves cpu now" in (folder / "cpu.log").read_text()
     finally:
         (folder / "cpu.json").unlink()  # it names this test's process: never stopped
+
+
+@pytest.mark.parametrize("code", [-signal.SIGKILL, -signal.SIGSEGV, 3])
+def test_a_supervisor_ends_as_its_server_did(code):
+    """A server killed while it loads (the chaos tests kill them every half second) ends its
+    supervisor by the same signal, which ensure_server reports as a death Spark retries; a
+    SIGKILL once ended it with a Python error (exit code 1) instead: a failed start."""
+    ended = subprocess.run([sys.executable, "-c", f"from misbench.llm.servers import exit_as; exit_as({code})"],
+                           capture_output=True, text=True)
+    assert ended.returncode == code, ended.stderr

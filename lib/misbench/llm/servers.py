@@ -448,8 +448,7 @@ def supervise(folder: Path, slot: str, spec: dict) -> int:
             if timed_out:
                 log.error("the server did not answer within %.0f s: stopped", spec["start_timeout_seconds"])
                 return START_TIMEOUT_EXIT
-            log.error("the server ended before it answered (%s)",
-                      f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}")
+            log.error("%s before it answered", _ended(code))
             return code if code < 0 else 3  # killed: as the signal (a retry may do); failed: 3
         time.sleep(0.5)
     entry_path, used = folder / f"{slot}.json", folder / f"{slot}.used"
@@ -473,10 +472,7 @@ def supervise(folder: Path, slot: str, spec: dict) -> int:
     while reason is None:
         time.sleep(1.0)
         if server.poll() is not None:
-            code = server.returncode
-            reason = f"the server was killed by signal {signal.Signals(-code).name}" if code < 0 else \
-                f"the server exited with exit code {code}"
-            code = 3
+            reason, code = _ended(server.returncode), 3
         elif stopping:
             reason = "asked to stop"
         elif (current := read_entry(entry_path)) and current.get("pid") != os.getpid():
@@ -509,6 +505,12 @@ def _end_tree(server: subprocess.Popen, grace: float) -> None:
                 process.kill()
 
 
+def _ended(code: int) -> str:
+    """How the server ended, in the words its log and the tasks' errors use."""
+    return f"the server was killed by signal {signal.Signals(-code).name}" if code < 0 else \
+        f"the server exited with exit code {code}"
+
+
 def _mtime(path: Path) -> float:
     try:
         return path.stat().st_mtime
@@ -522,9 +524,15 @@ def main() -> None:
     parser.add_argument("--slot", required=True)
     parser.add_argument("--spec", required=True)
     args = parser.parse_args()
-    code = supervise(Path(args.folder), args.slot, json.loads(Path(args.spec).read_text()))
-    if code < 0:  # the server was killed by a signal: so is its supervisor, for whoever waits on it
-        signal.signal(-code, signal.SIG_DFL)
+    exit_as(supervise(Path(args.folder), args.slot, json.loads(Path(args.spec).read_text())))
+
+
+def exit_as(code: int) -> None:
+    """Exit with the server's status: killed by a signal, the supervisor is killed by it too,
+    for whoever waits on it (``ensure_server`` retries a killed load, not a failed one)."""
+    if code < 0:
+        if -code != signal.SIGKILL:  # SIGKILL's handler cannot be set (it is always the default)
+            signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
     sys.exit(code)
 
