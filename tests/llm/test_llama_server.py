@@ -105,7 +105,7 @@ def test_min_tokens_keep_a_complete_opening_from_ending_the_reply(backend):
 
 
 @pytest.mark.model
-def test_last_position_logits_give_the_stock_log_probs():
+def test_last_position_logits_give_the_stock_log_probs(monkeypatch):
     """The server's model computes each batch's last logits only (misbench.llm.llama_server):
     a completion's log-probs must equal llama-cpp-python's own with ``logits_all``, across
     batches of the prompt and on a second request that reuses the cached prefix."""
@@ -115,6 +115,7 @@ def test_last_position_logits_give_the_stock_log_probs():
     from misbench.llm.models import model_path
 
     _, path = model_path({"model": MODEL}, small_model("unused"))
+    monkeypatch.setattr(Llama, "logits_to_logprobs", Llama.logits_to_logprobs)  # patched below, then restored
     messages = [{"role": "user", "content": "List three rivers of France, then say which is longest. " * 3}]
 
     def top_logprobs(llama_class):

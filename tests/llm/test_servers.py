@@ -216,6 +216,9 @@ def test_vllm_is_served_by_vllm_serve_with_its_settings():
     for secret in ("api_key", "hf-token"):
         with pytest.raises(ValueError, match="secret"):
             server_command(load_config("local", ["llm.backend=vllm", f"llm.vllm.server_options.{secret}=x"]).get("llm"), 1)
+    tuned = server_command(load_config("local", ["llm.backend=vllm", "llm.vllm.server_options.max_num_batched_tokens=8192",
+                                                 "llm.vllm.server_options.tokenizer_mode=auto"]).get("llm"), 1)[0]
+    assert "--max-num-batched-tokens 8192" in " ".join(tuned) and "--tokenizer-mode auto" in " ".join(tuned)
 
 
 def test_a_server_that_does_not_answer_in_time_is_stopped(tmp_path, monkeypatch):
@@ -293,7 +296,7 @@ def test_a_supervisor_whose_slot_another_took_stops_its_server(folder):
         (folder / "cpu.json").unlink()  # it names this test's process: never stopped
 
 
-@pytest.mark.parametrize("code", [-signal.SIGKILL, -signal.SIGSEGV, 3])
+@pytest.mark.parametrize("code", [-signal.SIGKILL, -signal.SIGTERM, 3])
 def test_a_supervisor_ends_as_its_server_did(code):
     """A server killed while it loads (the chaos tests kill them every half second) ends its
     supervisor by the same signal, which ensure_server reports as a death Spark retries; a

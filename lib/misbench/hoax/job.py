@@ -74,7 +74,7 @@ def reword(spark: SparkSession, lake: Lake, cfg: Config, questions: DataFrame,
     ).withColumn("evidence_id", request_id(model_identity(llm), params.key()))
     lake.write(requests, "hoax_requests_reword")
     requests = lake.read("hoax_requests_reword")
-    Generator(spark, lake, cfg.with_overrides(["generate.min_words=1"])).run(
+    Generator(spark, lake, cfg.with_overrides(["generate.min_words=1"]), command="hoax").run(
         "hoax rewording", requests, "hoax_rewordings", params)
     replies = lake.read("hoax_rewordings").join(requests.select("evidence_id"), "evidence_id", "left_semi") \
         .select(F.col("source_evidence_id").alias("question_id"), "text", "error")

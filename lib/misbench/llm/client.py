@@ -218,7 +218,8 @@ class ModelClient:
                              required: bool = True) -> list[list[float] | RowFailed]:
         """Per prompt, the log-probability of each option as the reply's first token, read from
         the endpoint's ``top_logprobs`` ("A" and " A" add up; -inf for an option not among
-        them), or the ``RowFailed`` of a refused prompt. An endpoint that returns no
+        them), or the ``RowFailed`` of a refused prompt or of a reply that ended before its
+        first token (an endpoint that does not take min_tokens). An endpoint that returns no
         log-probs fails the stage, unless not ``required`` (the caller asks for replies
         instead): then every option gets -inf."""
         return self._each(lambda prompt: self._scores(prompt, options, required), prompts)
@@ -226,10 +227,13 @@ class ModelClient:
     def _scores(self, prompt: Messages, options: Sequence[str], required: bool) -> list[float] | RowFailed:
         import openai
 
+        # Where the server takes it, min_tokens 1: a reply may not end before its first token
+        # (the log-probs are the model's own, read before any such rule).
+        extra = {**self.server_defaults, **({"min_tokens": 1} if self.extra_parameters else {})}
         try:
             response = self.api.chat.completions.create(
                 model=self.model, messages=prompt, max_tokens=1, temperature=0.0, logprobs=True,
-                top_logprobs=TOP_LOGPROBS, **({"extra_body": self.server_defaults} if self.server_defaults else {}))
+                top_logprobs=TOP_LOGPROBS, **({"extra_body": extra} if extra else {}))
         except openai.OpenAIError as error:
             return self._failed(error)
         logprobs = response.choices[0].logprobs

@@ -46,10 +46,11 @@ PRIVATE_REGISTRY_VARIABLE = "MISBENCH_ENGINE_DIR_PRIVATE"
 
 STOP_GRACE_SECONDS = 5.0
 START_TIMEOUT_EXIT = 4  # the supervisor's exit code when its server did not answer in time
+START_TIME_TOLERANCE_S = 60.0
 # Variables that would make a managed server demand an API key (vLLM's; llama.cpp's settings).
 SERVER_KEY_VARIABLES = ("VLLM_API_KEY", "API_KEY")
 # server_options that carry secrets: they would land in the server's command line and log.
-SECRET_OPTIONS = ("api_key", "hf_token", "token")
+SECRET_OPTIONS = ("api_key", "hf_token")
 
 
 class ServerFailedToStart(RuntimeError):
@@ -102,11 +103,13 @@ def task_slot(gpus: list[str] | None = None) -> str:
 def alive(pid: int | None, created: float | None = None) -> bool:
     """Whether the process runs (a zombie, our exited child not yet reaped, does not) and, with
     ``created`` (its start time as a registry entry records it), is still that process and not
-    a later one given the same id."""
+    a later one given the same id. psutil derives start times from the wall clock, which NTP
+    may move: a minute's tolerance, while an id comes round again only after the whole id
+    space has been used (and the entry's process has ended)."""
     try:
         process = psutil.Process(int(pid)) if pid else None
         return bool(process) and process.status() != psutil.STATUS_ZOMBIE and \
-            (created is None or abs(process.create_time() - float(created)) < 0.01)
+            (created is None or abs(process.create_time() - float(created)) < START_TIME_TOLERANCE_S)
     except (psutil.Error, TypeError, ValueError):
         return False
 
@@ -185,7 +188,7 @@ def server_command(settings: dict, port: int) -> tuple[list[str], dict]:
                    # sampling as each request asks, not the model's generation_config.json defaults
                    "--generation-config", "vllm", *address]
         for option, value in (section.get("server_options") or {}).items():
-            if any(secret in str(option).replace("-", "_").lower() for secret in SECRET_OPTIONS):
+            if str(option).replace("-", "_").lower() in SECRET_OPTIONS:
                 raise ValueError(f"llm.vllm.server_options.{option} would put a secret on the server's command "
                                  "line and in its log: give it through the environment instead "
                                  "(e.g. HF_TOKEN for the hub)")
@@ -271,8 +274,9 @@ def ensure_server(settings: dict) -> dict:
         deadline = time.monotonic() + float(server["start_timeout_seconds"]) + 30
         while time.monotonic() < deadline:
             entry = read_entry(entry_path)
-            if entry and entry["pid"] == supervisor.pid:
-                return entry
+            if entry and (entry["pid"] == supervisor.pid or (
+                    entry["settings_key"] == key and entry_alive(entry) and entry_alive(entry, "server_pid"))):
+                return entry  # ours, or one started beside it (a killed task's load) that took the slot
             if supervisor.poll() is not None:
                 code = supervisor.returncode
                 if code == START_TIMEOUT_EXIT:
@@ -287,7 +291,7 @@ def ensure_server(settings: dict) -> dict:
             time.sleep(0.2)
         supervisor.terminate()
         psutil.wait_procs([psutil.Process(supervisor.pid)], timeout=60)  # never a second one beside it
-        raise EngineDied(f"the {settings['backend']} server for {slot} did not start in time:\n"
+        raise ServerFailedToStart(f"the {settings['backend']} server for {slot} did not start in time:\n"
                          f"{log_tail(log_path, offset=log_start)}")
 
 
@@ -435,7 +439,9 @@ def supervise(folder: Path, slot: str, spec: dict) -> int:
     command, client_needs = server_command(settings, port)
     log.info("starting on %s: %s", slot, " ".join(command))
     started = time.perf_counter()
-    server = subprocess.Popen(command, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent())
+    # a process group of its own: ending it reaches its children too, even once it has died
+    server = subprocess.Popen(command, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent(),
+                              start_new_session=True)
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     base_url = f"http://127.0.0.1:{port}/v1"
@@ -492,17 +498,22 @@ def supervise(folder: Path, slot: str, spec: dict) -> int:
 
 
 def _end_tree(server: subprocess.Popen, grace: float) -> None:
-    """Stop the server and its children (vLLM's engine core and tensor-parallel workers hold
-    GPU memory): asked first, killed after ``grace`` seconds. A model server keeps nothing
-    worth a longer graceful end, and uvicorn's would wait for every client's idle keep-alive
-    connection to close."""
-    with contextlib.suppress(psutil.Error):
-        tree = [psutil.Process(server.pid), *psutil.Process(server.pid).children(recursive=True)]
-        server.terminate()
-        _, running = psutil.wait_procs(tree, timeout=grace)
-        for process in running:
-            with contextlib.suppress(psutil.Error):
-                process.kill()
+    """Stop the server's process group (vLLM's engine core and tensor-parallel workers hold
+    GPU memory, and outlive a server that died): asked first, killed after ``grace`` seconds.
+    A model server keeps nothing worth a longer graceful end, and uvicorn's would wait for
+    every client's idle keep-alive connection to close."""
+    group = server.pid  # its own session and group (start_new_session)
+    for sent in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(group, sent)
+        deadline = time.monotonic() + (grace if sent == signal.SIGTERM else 5.0)
+        while time.monotonic() < deadline:
+            server.poll()  # reaps the server itself; the group's orphans are reaped by init
+            try:
+                os.killpg(group, 0)
+            except (ProcessLookupError, PermissionError):
+                return  # no process of the group is left
+            time.sleep(0.1)
 
 
 def _ended(code: int) -> str:
