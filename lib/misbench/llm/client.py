@@ -22,7 +22,7 @@ from typing import Sequence
 
 from misbench.ids import digest
 from misbench.llm import EngineDied, Generation, Messages, SamplingParams, scores_from_top, split_reply_start
-from misbench.llm.servers import ensure_server, entry_alive, log_tail, read_entry, registry_dir, task_slot, touch
+from misbench.llm.servers import ensure_server, entry_alive, serving, log_tail, read_entry, registry_dir, task_slot, touch
 from misbench.workers import settings_key
 
 TOP_LOGPROBS = 20  # candidates read for a reply's first token (vLLM's default --max-logprobs)
@@ -112,7 +112,7 @@ class ModelClient:
         import openai
 
         entry = self.entry
-        if entry is not None and not (entry_alive(entry, "server_pid") and entry_alive(entry)):
+        if entry is not None and not serving(entry):
             deadline = time.monotonic() + 5  # its supervisor logs how it ended, then exits
             while entry_alive(entry) and time.monotonic() < deadline:
                 time.sleep(0.1)

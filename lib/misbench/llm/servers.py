@@ -119,6 +119,11 @@ def entry_alive(entry: dict, which: str = "pid") -> bool:
     return alive(entry.get(which), entry.get(f"{which}_created"))
 
 
+def serving(entry: dict | None) -> bool:
+    """Whether a registry entry's supervisor and server both still run."""
+    return bool(entry) and entry_alive(entry) and entry_alive(entry, "server_pid")
+
+
 def started_at(pid: int) -> float | None:
     with contextlib.suppress(psutil.Error):
         return psutil.Process(pid).create_time()
@@ -231,7 +236,7 @@ def ensure_server(settings: dict) -> dict:
     server = settings["server"]
     with FileLock(folder / f"{slot}.lock"):
         entry = read_entry(entry_path)
-        running = bool(entry) and entry_alive(entry) and entry_alive(entry, "server_pid")
+        running = serving(entry)
         if running and entry["settings_key"] == key:
             return entry  # the same model: shared, whichever command started it
         if running:
@@ -274,8 +279,7 @@ def ensure_server(settings: dict) -> dict:
         deadline = time.monotonic() + float(server["start_timeout_seconds"]) + 30
         while time.monotonic() < deadline:
             entry = read_entry(entry_path)
-            if entry and (entry["pid"] == supervisor.pid or (
-                    entry["settings_key"] == key and entry_alive(entry) and entry_alive(entry, "server_pid"))):
+            if entry and (entry["pid"] == supervisor.pid or (entry["settings_key"] == key and serving(entry))):
                 return entry  # ours, or one started beside it (a killed task's load) that took the slot
             if supervisor.poll() is not None:
                 code = supervisor.returncode
