@@ -83,6 +83,7 @@ NULL_DEFAULT_TYPES = {
     "spark.master": "string", "spark.remote": "string", "lake.root": "string", "lake.catalog": "string",
     "lake.schema": "string", "lake.internal_schema": "string", "log.dir": "string", "llm.server.dir": "string",
     "llm.server.omp_threads": "integer", "llm.client.max_concurrency": "integer", "llm.llama_cpp.n_threads": "integer", "llm.vllm.served_name": "string",
+    "llm.endpoint": "string", "llm.openai.model": "string",
     "generate.sampling.max_tokens": "integer", "quality.threads": "integer", "evaluate.limit": "integer",
     "hoax.countries": ("array", "string"), "hoax.evaluate.limit": "integer", "mlflow.tracking_uri": "string",
     "mlflow.artifact_location": "string",
@@ -290,7 +291,22 @@ class Config:
             node[parts[-1]] = _parsed(raw, expected_types(parts))
         if assignments:
             check_settings(data, f"profile {self.profile} with its overrides")
+        if isinstance(data.get("llm"), dict):
+            data["llm"] = pointed_at_endpoint(data["llm"])
         return Config(data, self.profile)
+
+
+def pointed_at_endpoint(llm: dict) -> dict:
+    """``llm.endpoint`` is the one setting for a server misbench did not start: it reads as
+    backend openai with that base_url (and is then spent, so that a judge's own ``llm`` section
+    may still name another backend). Applied where an llm section is settled: at load, and to
+    a judge's section merged over it."""
+    if not llm.get("endpoint"):
+        return llm
+    llm = copy.deepcopy(llm)
+    llm["openai"] = {**llm.get("openai", {}), "base_url": str(llm["endpoint"])}
+    llm["backend"], llm["endpoint"] = "openai", None
+    return llm
 
 
 def _parsed(raw: str, kinds: list[str]) -> Any:

@@ -11,7 +11,7 @@ from misbench.llm.client import EndpointError, RowFailed, model_client
 
 
 class Endpoint:
-    def __init__(self, fail_first=0, status=429, answer=None, logprobs=True, refuse=None):
+    def __init__(self, fail_first=0, status=429, answer=None, logprobs=True, refuse=None, models=("m",)):
         """``answer``: body -> the reply's text (default: an echo of the last message);
         ``logprobs``: whether it returns top log-probabilities when asked ("empty": log-probs
         of no token, as llama.cpp's server answers a reply that ended at once); ``refuse``: a text
@@ -24,6 +24,15 @@ class Endpoint:
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args):
                 pass
+
+            def do_GET(self):  # GET /v1/models: what it serves
+                data = json.dumps({"object": "list", "data": [{"id": name, "object": "model", "created": 0,
+                                                                "owned_by": "test"} for name in models]}).encode()
+                self.send_response(200 if self.path.endswith("/models") else 404)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -193,3 +202,27 @@ def test_a_prompt_the_judge_is_refused_fails_that_text_only(settings):
             "entailment: no score (the judge answered neither yes nor no, or refused the prompt)"]
     finally:
         endpoint.close()
+
+
+def test_one_setting_points_every_stage_at_an_endpoint_and_its_only_model():
+    """``llm.endpoint`` alone: the openai backend at that URL, the model it serves asked of it;
+    an endpoint serving several models must be told which, in one line."""
+    from misbench.config import load_config
+    from misbench.llm import model_identity
+    from misbench.llm.client import endpoint_model
+
+    endpoint, several = Endpoint(models=("served-one",)), Endpoint(models=("a", "b"))
+    try:
+        llm = load_config("local", [f"llm.endpoint={endpoint.url}"]).get("llm")
+        assert (llm["backend"], llm["openai"]["base_url"], llm["endpoint"]) == ("openai", endpoint.url, None)
+        assert model_identity(llm) == "served-one"
+        [result] = model_client(llm, "endpoint-test").generate([[{"role": "user", "content": "hi"}]],
+                                                               SamplingParams(max_tokens=5))
+        assert result.text == "echo: hi" and endpoint.bodies[-1]["model"] == "served-one"
+        with pytest.raises(EndpointError, match=r"serves 2 models \(a, b\): set llm.openai.model"):
+            endpoint_model(several.url, "MISBENCH_TEST_KEY")
+        named = load_config("local", [f"llm.endpoint={several.url}", "llm.openai.model=b"]).get("llm")
+        assert model_identity(named) == "b"
+    finally:
+        endpoint.close()
+        several.close()

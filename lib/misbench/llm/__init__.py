@@ -73,6 +73,10 @@ def scores_from_top(candidates, options: Sequence[str]) -> list[float]:
 def model_identity(llm: dict) -> str:
     """The model name a backend will report, known on the driver without loading it."""
     backend = llm["backend"]
+    if backend == "openai" and not llm[backend].get("model"):
+        from misbench.llm.client import endpoint_model  # asks the endpoint, once per process
+
+        return endpoint_model(str(llm[backend]["base_url"]).rstrip("/"), str(llm[backend]["api_key_env"]))
     model = str(llm[backend]["model"])
     if backend == "vllm" and llm[backend].get("served_name"):
         return str(llm[backend]["served_name"])  # what the vLLM backend reports

@@ -14,6 +14,7 @@ here, then a plain completion after the reply's start: llama-cpp-python's server
 from __future__ import annotations
 
 import datetime
+import functools
 import os
 import threading
 import time
@@ -21,7 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
 from misbench.ids import digest
-from misbench.llm import EngineDied, Generation, Messages, SamplingParams, scores_from_top, split_reply_start
+from misbench.llm import (EngineDied, Generation, Messages, SamplingParams, model_identity, scores_from_top,
+                          split_reply_start)
 from misbench.llm.servers import ensure_server, entry_alive, serving, log_tail, read_entry, registry_dir, task_slot, touch
 from misbench.workers import settings_key
 
@@ -53,7 +55,7 @@ class ModelClient:
         self._attaching = threading.Lock()  # tasks' threads of one worker share a client
         if self.backend == "openai":
             endpoint = settings["openai"]
-            base_url, model = str(endpoint["base_url"]).rstrip("/"), str(endpoint["model"])
+            base_url, model = str(endpoint["base_url"]).rstrip("/"), model_identity(settings)
             # The key comes from the environment (a Databricks secret exposed as a variable):
             # never from files, never logged or recorded.
             self.key_variable = str(endpoint["api_key_env"])
@@ -276,6 +278,25 @@ def _compile(template: str):
 
 _CLIENTS: dict[str, ModelClient] = {}
 _CLIENTS_LOCK = threading.Lock()
+
+
+@functools.lru_cache(maxsize=None)
+def endpoint_model(base_url: str, api_key_env: str) -> str:
+    """The model an endpoint misbench did not start serves, where ``llm.openai.model`` names
+    none: its only one (``GET /models``); an endpoint serving several must be told which."""
+    import openai
+
+    api = openai.OpenAI(base_url=base_url, api_key=os.environ.get(api_key_env, "") or "none", max_retries=1,
+                        timeout=openai.Timeout(60, connect=CONNECT_TIMEOUT_SECONDS))
+    try:
+        names = sorted(model.id for model in api.models.list())
+    except openai.OpenAIError as error:
+        raise EndpointError(f"the model endpoint {base_url} does not say which model it serves "
+                            f"({type(error).__name__}: {_message(error)}); set llm.openai.model"[:500]) from error
+    if len(names) != 1:
+        raise EndpointError(f"the model endpoint {base_url} serves {len(names)} models "
+                            f"({', '.join(names[:8]) or 'none'}): set llm.openai.model to one of them"[:500])
+    return names[0]
 
 
 def model_client(settings: dict, stage: str) -> ModelClient:

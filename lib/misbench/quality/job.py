@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from misbench.chunked import recover_chunk, run_chunks
-from misbench.config import Config, deep_merge
+from misbench.config import Config, deep_merge, pointed_at_endpoint
 from misbench.lake import Lake
 from misbench.llm import answer_words, engine_name
 from misbench.generate import stage as generation  # the writing prompts' names
@@ -41,7 +41,7 @@ def resolved_settings(cfg: Config) -> dict:
     settings = dict(cfg.get("quality"))
     settings["target_words"] = int(cfg.get("generate.target_words"))
     judge = settings["entailment"]["llm_judge"]
-    llm = deep_merge(cfg.get("llm"), judge.get("llm") or {})
+    llm = pointed_at_endpoint(deep_merge(cfg.get("llm"), judge.get("llm") or {}))
     settings["judge_llm"] = llm
     settings["judge_prompt"] = load_prompt(judge["prompt"])
     # The generation prompts' own wording, which a kept text must not repeat: every style
