@@ -83,7 +83,7 @@ NULL_DEFAULT_TYPES = {
     "spark.master": "string", "spark.remote": "string", "lake.root": "string", "lake.catalog": "string",
     "lake.schema": "string", "lake.internal_schema": "string", "log.dir": "string", "llm.server.dir": "string",
     "llm.server.omp_threads": "integer", "llm.client.max_concurrency": "integer", "llm.llama_cpp.n_threads": "integer", "llm.vllm.served_name": "string",
-    "llm.endpoint": "string", "llm.openai.model": "string",
+    "llm.endpoint": "string", "llm.endpoint_key_env": "string", "llm.openai.model": "string",
     "generate.sampling.max_tokens": "integer", "quality.threads": "integer", "evaluate.limit": "integer",
     "hoax.countries": ("array", "string"), "hoax.evaluate.limit": "integer", "mlflow.tracking_uri": "string",
     "mlflow.artifact_location": "string",
@@ -296,15 +296,22 @@ class Config:
         return Config(data, self.profile)
 
 
-def pointed_at_endpoint(llm: dict) -> dict:
-    """``llm.endpoint`` is the one setting for a server misbench did not start: it reads as
-    backend openai with that base_url (and is then spent, so that a judge's own ``llm`` section
-    may still name another backend). Applied where an llm section is settled: at load, and to
-    a judge's section merged over it."""
+def pointed_at_endpoint(llm: dict, own: dict | None = None) -> dict:
+    """``llm`` with a judge's ``own`` section merged over it, and ``llm.endpoint`` read: the one
+    setting for a server misbench did not start, it reads as backend openai with that base_url,
+    the model the one it serves (unless ``llm.openai.model`` is set alongside), its key only from
+    ``llm.endpoint_key_env`` (never another API's key sent to it). It is then spent, so that a
+    judge's own section may still name another backend. Applied at load and to a judge's
+    section."""
+    if own:
+        if own.get("endpoint") and "model" not in (own.get("openai") or {}):
+            llm = deep_merge(llm, {"openai": {"model": None}})  # the judge's endpoint's own model
+        llm = deep_merge(llm, own)
     if not llm.get("endpoint"):
         return llm
     llm = copy.deepcopy(llm)
-    llm["openai"] = {**llm.get("openai", {}), "base_url": str(llm["endpoint"])}
+    llm["openai"] = {**llm.get("openai", {}), "base_url": str(llm["endpoint"]),
+                     "api_key_env": str(llm.get("endpoint_key_env") or "")}
     llm["backend"], llm["endpoint"] = "openai", None
     return llm
 

@@ -204,13 +204,26 @@ def test_a_prompt_the_judge_is_refused_fails_that_text_only(settings):
         endpoint.close()
 
 
-def test_one_setting_points_every_stage_at_an_endpoint_and_its_only_model():
-    """``llm.endpoint`` alone: the openai backend at that URL, the model it serves asked of it;
-    an endpoint serving several models must be told which, in one line."""
-    from misbench.config import load_config
+@pytest.fixture()
+def fresh_model_names():
+    from misbench.llm.client import endpoint_model
+
+    endpoint_model.cache_clear()  # a later test's endpoint may get a port an earlier one had
+    yield
+    endpoint_model.cache_clear()
+
+
+def test_one_setting_points_every_stage_at_an_endpoint_and_its_only_model(monkeypatch, fresh_model_names):
+    """``llm.endpoint`` alone: the openai backend at that URL, the model it serves asked of it,
+    no key sent but the one ``llm.endpoint_key_env`` names (never the OpenAI key); an endpoint
+    serving several models must be told which, in one line; a judge's own endpoint gets its
+    own model."""
+    from misbench.config import load_config, pointed_at_endpoint
     from misbench.llm import model_identity
     from misbench.llm.client import endpoint_model
 
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-not-for-others")
+    monkeypatch.setenv("MISBENCH_TEST_KEY", "sk-secret-123")
     endpoint, several = Endpoint(models=("served-one",)), Endpoint(models=("a", "b"))
     try:
         llm = load_config("local", [f"llm.endpoint={endpoint.url}"]).get("llm")
@@ -219,10 +232,20 @@ def test_one_setting_points_every_stage_at_an_endpoint_and_its_only_model():
         [result] = model_client(llm, "endpoint-test").generate([[{"role": "user", "content": "hi"}]],
                                                                SamplingParams(max_tokens=5))
         assert result.text == "echo: hi" and endpoint.bodies[-1]["model"] == "served-one"
+        assert endpoint.auth[-1] == "Bearer none"  # no key of another API
+        keyed = load_config("local", [f"llm.endpoint={endpoint.url}", "llm.endpoint_key_env=MISBENCH_TEST_KEY"])
+        model_client(keyed.get("llm"), "endpoint-test").generate([[{"role": "user", "content": "hi"}]],
+                                                                 SamplingParams(max_tokens=5))
+        assert endpoint.auth[-1] == "Bearer sk-secret-123"
         with pytest.raises(EndpointError, match=r"serves 2 models \(a, b\): set llm.openai.model"):
             endpoint_model(several.url, "MISBENCH_TEST_KEY")
         named = load_config("local", [f"llm.endpoint={several.url}", "llm.openai.model=b"]).get("llm")
         assert model_identity(named) == "b"
+        judge = pointed_at_endpoint(named, {"endpoint": endpoint.url})
+        assert (judge["openai"]["base_url"], model_identity(judge)) == (endpoint.url, "served-one")
+        closed = endpoint.url.replace(str(endpoint.server.server_address[1]), "9")  # nothing listens
+        with pytest.raises(EndpointError, match="does not answer"):
+            endpoint_model(closed, "")
     finally:
         endpoint.close()
         several.close()

@@ -124,6 +124,10 @@ class Evaluation:
         if limit:
             questions = questions.orderBy("question_id").limit(int(limit))
         if self.llm["backend"] == "openai" and self.options.get("api_sample"):
+            # an endpoint misbench did not start may be a paid API: it answers a sample
+            log.info("evaluate: %s answers a sample of at most %s questions stratified by relation "
+                     "(evaluate.api_sample; 0: every question)", self.llm["openai"]["base_url"],
+                     self.options["api_sample"])
             questions = stratified_sample(questions, int(self.options["api_sample"]), self.seed)
         return questions
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from misbench.config import Config, ConfigError, deep_merge, pointed_at_endpoint
+from misbench.config import Config, ConfigError, pointed_at_endpoint
 from misbench.evaluate import stage as eval_stage
 from misbench.evaluate.job import answer_items, answer_mode, metric_id, model_config, replace_metrics
 from misbench.evaluate.metrics import HOAX_DIMENSIONS
@@ -121,7 +121,7 @@ def run_hoax_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list
         llm = model_cfg.get("llm")
         model = model_identity(llm)
         mode, fallback = answer_mode(model_cfg)
-        judge_llm = pointed_at_endpoint(deep_merge(llm, settings["judge"].get("llm") or {}))
+        judge_llm = pointed_at_endpoint(llm, settings["judge"].get("llm"))
         judge_model = model_identity(judge_llm)
         evaluation_id = uuid.uuid4().hex[:12]
         with mlflow.start_run(run_name=f"hoax-evaluate {model}", tags=tracking.owner_tags()) as parent:

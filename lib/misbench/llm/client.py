@@ -132,6 +132,8 @@ class ModelClient:
         if status == 401 and self.key_variable:
             what += f" (its key comes from ${self.key_variable}" + \
                     (")" if os.environ.get(self.key_variable) else ", which is not set)")
+        elif status == 401 and self.key_variable == "":
+            what += " (no key sent: llm.endpoint_key_env names its variable)"
         raise EndpointError(f"{self.stage}: the model endpoint {self.base_url} ({self.model}) {what}"[:500]) from error
 
     def _each(self, call, items) -> list:
@@ -290,9 +292,15 @@ def endpoint_model(base_url: str, api_key_env: str) -> str:
                         timeout=openai.Timeout(60, connect=CONNECT_TIMEOUT_SECONDS))
     try:
         names = sorted(model.id for model in api.models.list())
+    except openai.APIConnectionError as error:
+        raise EndpointError(f"the model endpoint {base_url} does not answer (asked which model it serves)"[:500]) \
+            from error
     except openai.OpenAIError as error:
-        raise EndpointError(f"the model endpoint {base_url} does not say which model it serves "
-                            f"({type(error).__name__}: {_message(error)}); set llm.openai.model"[:500]) from error
+        status = getattr(error, "status_code", None)
+        hint = " (is the URL the API's base, ending in /v1?)" if status == 404 else \
+            " (no key sent: llm.endpoint_key_env names its variable)" if status == 401 and not api_key_env else ""
+        raise EndpointError(f"the model endpoint {base_url} does not say which model it serves{hint}: "
+                            f"{_message(error)}; set llm.openai.model"[:500]) from error
     if len(names) != 1:
         raise EndpointError(f"the model endpoint {base_url} serves {len(names)} models "
                             f"({', '.join(names[:8]) or 'none'}): set llm.openai.model to one of them"[:500])

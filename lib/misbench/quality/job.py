@@ -15,9 +15,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from misbench.chunked import recover_chunk, run_chunks
-from misbench.config import Config, deep_merge, pointed_at_endpoint
+from misbench.config import Config, pointed_at_endpoint
 from misbench.lake import Lake
-from misbench.llm import answer_words, engine_name
+from misbench.llm import answer_words, engine_name, model_identity
 from misbench.generate import stage as generation  # the writing prompts' names
 from misbench.prompts import load_prompt, prompt_wording, prompts_dir
 from misbench.quality import checks, stage
@@ -41,7 +41,7 @@ def resolved_settings(cfg: Config) -> dict:
     settings = dict(cfg.get("quality"))
     settings["target_words"] = int(cfg.get("generate.target_words"))
     judge = settings["entailment"]["llm_judge"]
-    llm = pointed_at_endpoint(deep_merge(cfg.get("llm"), judge.get("llm") or {}))
+    llm = pointed_at_endpoint(cfg.get("llm"), judge.get("llm"))
     settings["judge_llm"] = llm
     settings["judge_prompt"] = load_prompt(judge["prompt"])
     # The generation prompts' own wording, which a kept text must not repeat: every style
@@ -71,7 +71,7 @@ def results_key(settings: dict) -> str:
         key["nli"] = {k: entailment["nli"][k] for k in ("model", "max_length")}
     else:
         llm = settings["judge_llm"]
-        key["judge"] = {"backend": llm["backend"], "model": llm[llm["backend"]]["model"],
+        key["judge"] = {"backend": llm["backend"], "model": model_identity(llm),
                         "window_words": entailment["llm_judge"]["window_words"],
                         "prompt": settings["judge_prompt"].sha}
         if answer_words(llm) != ("Yes", "No"):
