@@ -74,7 +74,7 @@ def test_metrics_match_the_answers_with_their_n_per_label(evaluated):
     assert overall[("hoax_json", "accuracy")].value == pytest.approx(
         sum(r.chosen_role == "idk" for r in json_rows) / len(json_rows))
     assert ("hoax_json", "invalid_json_rate") in overall and ("hoax_choice", "near_miss_rate") in overall
-    assert report.headline["choice"] == ("accuracy", overall[("hoax_choice", "accuracy")].value, len(choice))
+    assert report.headline["hoax_choice"] == ("accuracy", overall[("hoax_choice", "accuracy")].value, len(choice))
     for dimension in HOAX_DIMENSIONS:  # each label splits the questions: the n add up
         rows = [m for m in metrics if m.setting == "hoax_choice" and m.metric == "accuracy" and getattr(m, dimension)]
         assert rows and sum(m.n for m in rows) == len(choice)
@@ -93,7 +93,7 @@ def test_mlflow_run_has_a_nested_run_per_task_with_figures(evaluated):
     experiment = open_experiment(run_cfg)
     parent = mlflow.get_run(report.mlflow_run_id)
     assert parent.data.params["model"] == "fake-echo" and parent.data.params["temperature"] == "0.0"
-    assert parent.data.metrics["hoax_choice/accuracy"] == pytest.approx(report.headline["choice"][1])
+    assert parent.data.metrics["hoax_choice/accuracy"] == pytest.approx(report.headline["hoax_choice"][1])
     children = mlflow.search_runs([experiment], filter_string=f"tags.mlflow.parentRunId = '{report.mlflow_run_id}'")
     assert set(children["tags.mlflow.runName"]) == {"hoax_choice", "hoax_justification", "hoax_json"}
     artifacts = {a.path for a in mlflow.MlflowClient().list_artifacts(report.mlflow_run_id)}

@@ -17,15 +17,16 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from misbench.chunked import pending_rows, recover_chunk, run_chunks, work_table
+from misbench.chunked import work_table
 from misbench.bench.stage import require_one_question_per_claim
 from misbench.claims.job import entity_labels
 from misbench.config import Config, ConfigError
 from misbench.evaluate import metrics as metric_rules
+from misbench.evaluate import run as evaluation_run
 from misbench.evaluate import stage
 from misbench.generate.job import Generator
 from misbench.lake import Lake
-from misbench.llm import SamplingParams, answer_words, engine_name, model_identity
+from misbench.llm import SamplingParams, answer_words, model_identity
 from misbench.prompts import load_prompt
 from misbench.ids import seeded_hash, stable_id
 
@@ -243,46 +244,8 @@ class Evaluation:
         """Answer what is not answered yet; returns (rows answered now, this call's responses)."""
         produce = stage.answer_batches(self.llm, self.mode, dict(self.options["generate_sampling"]), run_id,
                                        self.fallback)
-        return answer_items(self.lake, self.options, self.llm, self.model, self.mode, items, produce,
-                            source=self.source)
-
-
-def answer_items(lake: Lake, options: dict, llm: dict, model: str, mode: str, items: DataFrame,
-                 produce, command: str = "evaluate", source: str = "") -> tuple[int, DataFrame]:
-    """Run ``produce`` (a mapInPandas function: queued items in, eval_responses rows out) over
-    the items that have no answer yet for this model and mode, committed chunk by chunk into
-    eval_responses; returns (rows answered now, the responses of ``items``). The items, the
-    queue and the chunks are tables of this ``command``, model, mode and ``source`` alone
-    (``work_table``): evaluate and hoax-evaluate, or two models, may answer on one lake at
-    once."""
-    scope = f"{command} {model} {mode} {source}".strip()
-    items_table, queue_table = work_table("eval_items", scope), work_table("eval_queue", scope)
-    keyed = items.withColumn("response_id", stage.response_key(model, mode))
-    lake.write(keyed, items_table)
-    keyed = lake.read(items_table)
-    recover_chunk(lake, "eval_responses", "response_id", scope)
-    done = lake.read("eval_responses").select("response_id", "error", "attempts") \
-        if lake.exists("eval_responses") else None
-    lake.write(pending_rows(keyed, done, "response_id", int(options["max_attempts"])), queue_table)
-    queue = lake.read(queue_table)
-    total = lake.row_count(queue_table)
-    if total:
-        for _ in run_chunks(lake, queue, total, produce, stage.RESPONSE_SCHEMA, "eval_responses",
-                            "response_id", int(options["commit_rows"]), int(options["tasks"]),
-                            float(options["gpus_per_task"] or 0), label=f"{command} {model}",
-                            engine=engine_name(llm), unit="answers",
-                            progress_every_s=float(options["progress_seconds"]), scope=scope):
-            pass  # each chunk is committed inside; finishing the loop means the queue is done
-    # the run an answer belongs to lives on its item (eval_responses has no run column)
-    runs = ["run"] if "run" in keyed.columns else []
-    responses = lake.read("eval_responses").join(keyed.select("response_id", *runs).distinct(), "response_id")
-    return total, responses
-
-
-def metric_id() -> F.Column:
-    return stable_id(*[F.coalesce(F.col(c).cast("string"), F.lit("~")) for c in (
-        "model", "answer_mode", "source", "setting", "metric", "kind", "hop", "style", "topic", "memory",
-        *metric_rules.HOAX_DIMENSIONS)])
+        return evaluation_run.answer_items(self.lake, self.options, self.llm, self.model, self.mode, items, produce,
+                                source=self.source)
 
 
 def coverage_rows(spark: SparkSession, evaluation: "Evaluation", evaluation_id: str, source: str,
@@ -305,28 +268,7 @@ def coverage_rows(spark: SparkSession, evaluation: "Evaluation", evaluation_id: 
                              share(count), passages, passages, None, None, None, None, None, runs[setting], now,
                              None, None, None, None, None, 1, None))
     frame = spark.createDataFrame(rows, metric_rules.METRICS_SCHEMA)
-    return frame.withColumn("metric_id", metric_id())
-
-
-def replace_metrics(lake: Lake, rows: DataFrame, model: str, mode: str | None, source: str,
-                    hoax: bool = False) -> None:
-    """This evaluation's rows replace every earlier row of the same model, answer mode (any
-    mode when None) and source, MisBench's or MultiHoax's (``hoax_*`` settings) alone: a
-    breakdown an earlier run had and this one lacks must not linger. Earlier evaluations
-    stay in MLflow. One commit that replaces these rows alone: another model's evaluation
-    finishing at the same time keeps its own."""
-    equal = {"model": model, "source": source, **({} if mode is None else {"answer_mode": mode})}
-    hoax_setting = "substr(setting, 1, 5) = 'hoax_'"
-    condition = hoax_setting if hoax else f"NOT ({hoax_setting})"
-    if lake.exists("eval_metrics") and lake.read("eval_metrics").columns != rows.columns:
-        # a table of an older misbench (other columns): rewritten whole, in the new columns
-        same = F.col("setting").startswith("hoax_") == F.lit(hoax)
-        for column, value in equal.items():
-            same = same & (F.col(column) == value)
-        earlier = lake.read("eval_metrics").where(~same)
-        lake.write(earlier.unionByName(rows, allowMissingColumns=True).select(*rows.columns), "eval_metrics")
-        return
-    lake.replace_where(rows, "eval_metrics", equal, condition)
+    return frame.withColumn("metric_id", evaluation_run.metric_id())
 
 
 def run_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list[str] | None = None,
@@ -367,65 +309,31 @@ def run_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list[str]
             answered, responses = evaluation.answer(items, parent.info.run_id)
             responses = metric_rules.with_memory(responses, responses).cache()
             computed = metric_rules.over_runs(metric_rules.compute_metrics(responses, settings)).cache()
-            setting_runs = {}
-            for setting in settings:
-                with mlflow.start_run(run_name=setting, nested=True) as child:
-                    setting_runs[setting] = child.info.run_id
-                    rows = [r.asDict() for r in computed.where(F.col("setting") == setting).collect()]
-                    values = {tracking.metric_key(r["metric"], r): r["value"] for r in rows if r["value"] is not None}
-                    values.update({f"n/{tracking.metric_key(r['metric'], r)}": r["n"] for r in rows})
-                    values.update({f"spread/{tracking.metric_key(r['metric'], r)}": r["value_spread"]
-                                   for r in rows if r["value_spread"] is not None})
-                    mlflow.log_metrics(values)
+            setting_runs = evaluation_run.log_setting_runs(computed, settings)
             now = dt.datetime.now(dt.timezone.utc)
-            run_ids = F.create_map(*[x for s, run in setting_runs.items() for x in (F.lit(s), F.lit(run))])
             rows = computed.select(
                 F.lit(evaluation_id).alias("evaluation_id"), "model", "answer_mode", F.lit(source).alias("source"),
                 "setting", "metric", "value", "n", "items", "kind", "hop", "style", "topic", "memory",
-                F.element_at(run_ids, F.col("setting")).alias("mlflow_run_id"), F.lit(now).alias("computed_at"),
+                evaluation_run.run_id_of_setting(setting_runs).alias("mlflow_run_id"), F.lit(now).alias("computed_at"),
                 *[F.lit(None).cast("string").alias(d) for d in metric_rules.HOAX_DIMENSIONS],
                 "runs", "value_spread",
-            ).withColumn("metric_id", metric_id())
+            ).withColumn("metric_id", evaluation_run.metric_id())
             rows = rows.unionByName(coverage_rows(spark, evaluation, evaluation_id, source, setting_runs, now))
-            replace_metrics(lake, rows, evaluation.model, evaluation.mode, source)
-            table = lake.read("eval_metrics").where(F.col("evaluation_id") == evaluation_id).toPandas()
-            mlflow.log_table(table.drop(columns=["computed_at"]), artifact_file="eval_metrics.json")
+            published = evaluation_run.publish(
+                lake, rows, evaluation_id=evaluation_id, model=evaluation.model, mode=evaluation.mode, source=source,
+                hoax=False, stats_table="bench_stats", per_item=responses, per_item_artifact="eval_responses.parquet")
             for name, draw in figures.FIGURES.items():
-                figure = draw(table, evaluation.model)
+                figure = draw(published.metrics, evaluation.model)
                 if figure is not None:
                     mlflow.log_figure(figure, name)
-            per_item = responses.withColumn("role_probabilities", F.to_json("role_probabilities")).toPandas()
-            tracking.log_parquet(per_item, "eval_responses.parquet")
+            per_item = published.per_item
             figure = figures.memory_logprob_by_style(per_item, evaluation.model)
             if figure is not None:
                 mlflow.log_figure(figure, "memory_logprob_by_style.png")
-            headline = {}
-            for setting, metric, memory in (
-                    ("probe", "accuracy", None), ("detection", "success_rate", None),
-                    ("single", "memorization_ratio", None), ("pair", "tendcm", "memory"),
-                    ("style", "memorization_ratio", None), ("desc", "success_rate", None), ("rtd", "success_rate", None)):
-                rest = ["kind", "hop", "style", "topic"] + ([] if memory else ["memory"])
-                match = table[(table["setting"] == setting) & (table["metric"] == metric)
-                              & table[rest].isna().all(axis=1)
-                              & ((table["memory"] == memory) if memory else True)]
-                if not match.empty:
-                    headline[setting] = (metric, match.iloc[0]["value"], int(match.iloc[0]["n"]))
-                    value = match.iloc[0]["value"]
-                    if value is not None and not math.isnan(value):
-                        mlflow.log_metric(f"{setting}/{metric}", float(value))
-            # Summary tables beside the full metrics: the headline per setting, and the
-            # benchmark's make-up (questions per setting, left out, answer letters).
-            import pandas as pd
-
-            mlflow.log_table(pd.DataFrame([{"setting": k, "metric": m, "value": v, "n": n}
-                                           for k, (m, v, n) in headline.items()]), artifact_file="summary.json")
-            if lake.exists("bench_stats"):
-                mlflow.log_table(lake.read("bench_stats").where(F.col("source") == source).toPandas(),
-                                 artifact_file="bench_stats.json")
             responses.unpersist()
             computed.unpersist()
         reports.append(ModelReport(
             model=evaluation.model, backend=evaluation.llm["backend"], answer_mode=evaluation.mode,
             items=len(per_item), answered_now=answered, unparsed=int(per_item["unparsed"].fillna(False).sum()),
-            mlflow_run_id=parent.info.run_id, headline=headline))
+            mlflow_run_id=parent.info.run_id, headline=published.headline))
     return reports

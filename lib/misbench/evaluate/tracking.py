@@ -131,11 +131,3 @@ def log_parquet(frame, artifact_file: str) -> None:
         path = Path(folder) / artifact_file
         frame.to_parquet(path, index=False)
         mlflow.log_artifact(str(path))
-
-
-def metric_key(metric: str, row: dict) -> str:
-    """An MLflow metric name for a breakdown row: ``success_rate`` or
-    ``success_rate/kind_factual/memory_memory``."""
-    parts = [metric] + [f"{d}_{row[d]}" for d in ("kind", "hop", "style", "topic", "memory") if row.get(d) is not None]
-    return "/".join(str(p).replace(" ", "_") for p in parts)
-

@@ -8,7 +8,6 @@ missing); temperature 0 throughout.
 from __future__ import annotations
 
 import datetime as dt
-import math
 import uuid
 from dataclasses import dataclass, field
 
@@ -17,7 +16,8 @@ from pyspark.sql import functions as F
 
 from misbench.config import Config, ConfigError, pointed_at_endpoint
 from misbench.evaluate import stage as eval_stage
-from misbench.evaluate.job import answer_items, answer_mode, metric_id, model_config, replace_metrics
+from misbench.evaluate import run as evaluation_run
+from misbench.evaluate.job import answer_mode, model_config
 from misbench.evaluate.metrics import HOAX_DIMENSIONS
 from misbench.hoax import answers
 from misbench.lake import Lake
@@ -26,9 +26,6 @@ from misbench.prompts import load_prompt
 
 COMMAND = "hoax-evaluate"  # names its work tables apart from evaluate's (answer_items)
 PROMPTS = {"choice": "hoax_choice", "justification": "hoax_justify", "json": "hoax_json"}
-HEADLINE = (("choice", "accuracy"), ("justification", "accuracy"), ("json", "accuracy"))
-
-
 @dataclass
 class HoaxModelReport:
     model: str
@@ -38,17 +35,7 @@ class HoaxModelReport:
     answered_now: int
     unparsed: int
     mlflow_run_id: str
-    headline: dict = field(default_factory=dict)  # task -> (metric, value, n)
-
-
-def _slug(value: str) -> str:
-    """A label as MLflow accepts it in a metric name ("People's Republic of China" has a
-    quote); eval_metrics keeps the label as it is."""
-    import re
-    import unicodedata
-
-    plain = unicodedata.normalize("NFKD", str(value)).encode("ascii", "ignore").decode()
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", plain.replace("&", "and")).strip("_") or "x"
+    headline: dict = field(default_factory=dict)  # setting (hoax_choice, ...) -> (metric, value, n)
 
 
 def _greedy(max_tokens: int, seed: int) -> dict:
@@ -90,7 +77,6 @@ def figure_by_label(table, model: str):
 def run_hoax_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list[str] | None = None,
                       tasks: list[str] | None = None, source: str = "wikidata") -> list[HoaxModelReport]:
     import mlflow
-    import pandas as pd
 
     from misbench.evaluate import tracking
 
@@ -138,7 +124,7 @@ def run_hoax_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list
             tracking.log_tables_as_inputs(lake, ["hoax_questions"])
             produce = eval_stage.answer_batches(llm, mode, dict(options["generate_sampling"]), run_id, fallback,
                                                 "hoax choice")
-            answered, choice = answer_items(lake, options, llm, model, mode,
+            answered, choice = evaluation_run.answer_items(lake, options, llm, model, mode,
                                             answers.choice_items(questions, prompts["choice"]), produce,
                                             command=COMMAND, source=source)
             choice = choice.cache()
@@ -148,7 +134,7 @@ def run_hoax_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list
             if "justification" in tasks:
                 produce = answers.reply_batches(llm, _greedy(int(settings["justification_max_tokens"]), seed),
                                                 run_id, schema, "hoax justification")
-                count, justifications = answer_items(
+                count, justifications = evaluation_run.answer_items(
                     lake, options, llm, model, "generate",
                     answers.justification_items(questions, choice, prompts["justification"]), produce,
                     command=COMMAND, source=source)
@@ -159,7 +145,7 @@ def run_hoax_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list
                 judge_mode, judge_fallback = mode, fallback
                 produce = eval_stage.answer_batches(judge_llm, judge_mode, _greedy(4, seed), run_id, judge_fallback,
                                                     "hoax judge")
-                count, judged = answer_items(lake, options, judge_llm, judge_model, judge_mode,
+                count, judged = evaluation_run.answer_items(lake, options, judge_llm, judge_model, judge_mode,
                                              answers.judge_items(questions, justifications, prompts["judge"],
                                                                  answer_words(judge_llm)), produce,
                                              command=f"{COMMAND} judging {model}", source=source)
@@ -179,7 +165,7 @@ def run_hoax_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list
             if "json" in tasks:
                 produce = answers.reply_batches(llm, _greedy(int(settings["json_max_tokens"]), seed), run_id, schema,
                                                 "hoax json")
-                count, json_answers = answer_items(lake, options, llm, model, "generate",
+                count, json_answers = evaluation_run.answer_items(lake, options, llm, model, "generate",
                                                    answers.json_items(questions, prompts["json"]), produce,
                                                    command=COMMAND, source=source)
                 answered += count
@@ -187,58 +173,32 @@ def run_hoax_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list
                 cached.append(json_answers)
                 every.append(json_answers.drop("json_verdict"))
             computed = answers.hoax_metrics(choice, justified, json_answers, questions).cache()
-            setting_runs = {}
-            for task in tasks:
-                setting = answers.SETTINGS[task]
-                with mlflow.start_run(run_name=setting, nested=True) as child:
-                    setting_runs[setting] = child.info.run_id
-                    rows = [r.asDict() for r in computed.where(F.col("setting") == setting).collect()]
-                    key = lambda r: "/".join([r["metric"]] + [f"{d}_{_slug(r[d])}" for d in HOAX_DIMENSIONS  # noqa: E731
-                                                              if r.get(d) is not None])
-                    values = {key(r): r["value"] for r in rows if r["value"] is not None}
-                    values.update({f"n/{key(r)}": r["n"] for r in rows})
-                    mlflow.log_metrics(values)
+            setting_runs = evaluation_run.log_setting_runs(computed, [answers.SETTINGS[task] for task in tasks])
             now = dt.datetime.now(dt.timezone.utc)
-            run_ids = F.create_map(*[x for s, run in setting_runs.items() for x in (F.lit(s), F.lit(run))])
             rows = computed.select(
                 F.lit(evaluation_id).alias("evaluation_id"), F.lit(model).alias("model"),
                 F.when(F.col("setting") == answers.SETTINGS["choice"], F.lit(mode)).otherwise(F.lit("generate"))
                 .alias("answer_mode"), F.lit(source).alias("source"), "setting", "metric", "value", "n", "items",
                 *[F.lit(None).cast(kind).alias(name) for name, kind in
                   (("kind", "string"), ("hop", "int"), ("style", "string"), ("topic", "string"), ("memory", "string"))],
-                F.element_at(run_ids, F.col("setting")).alias("mlflow_run_id"), F.lit(now).alias("computed_at"),
+                evaluation_run.run_id_of_setting(setting_runs).alias("mlflow_run_id"), F.lit(now).alias("computed_at"),
                 *HOAX_DIMENSIONS, F.when(F.col("value").isNotNull(), 1).otherwise(0).alias("runs"),
                 F.lit(None).cast("double").alias("value_spread"),
-            ).withColumn("metric_id", metric_id())
-            replace_metrics(lake, rows, model, None, source, hoax=True)
-            table = lake.read("eval_metrics").where(F.col("evaluation_id") == evaluation_id).toPandas()
-            mlflow.log_table(table.drop(columns=["computed_at"]), artifact_file="eval_metrics.json")
-            figure = figure_by_label(table, model)
-            if figure is not None:
-                mlflow.log_figure(figure, "hoax_accuracy_by_label.png")
+            ).withColumn("metric_id", evaluation_run.metric_id())
             per_item = every[0]
             for frame in every[1:]:
                 per_item = per_item.unionByName(frame)
-            per_item = per_item.withColumn("role_probabilities", F.to_json("role_probabilities")).toPandas()
-            tracking.log_parquet(per_item, "hoax_responses.parquet")
-            headline = {}
-            overall = table[list(HOAX_DIMENSIONS)].isna().all(axis=1)
-            for task, metric in HEADLINE:
-                match = table[(table["setting"] == answers.SETTINGS[task]) & (table["metric"] == metric) & overall]
-                if not match.empty:
-                    value = match.iloc[0]["value"]
-                    headline[task] = (metric, value, int(match.iloc[0]["n"]))
-                    if value is not None and not math.isnan(value):
-                        mlflow.log_metric(f"{answers.SETTINGS[task]}/{metric}", float(value))
-            mlflow.log_table(pd.DataFrame([{"task": k, "metric": m, "value": v, "n": n}
-                                           for k, (m, v, n) in headline.items()]), artifact_file="summary.json")
-            if lake.exists("hoax_stats"):
-                mlflow.log_table(lake.read("hoax_stats").where(F.col("source") == source).toPandas(),
-                                 artifact_file="hoax_stats.json")
+            published = evaluation_run.publish(
+                lake, rows, evaluation_id=evaluation_id, model=model, mode=None, source=source, hoax=True,
+                stats_table="hoax_stats", per_item=per_item, per_item_artifact="hoax_responses.parquet")
+            figure = figure_by_label(published.metrics, model)
+            if figure is not None:
+                mlflow.log_figure(figure, "hoax_accuracy_by_label.png")
             for frame in (computed, *cached):
                 frame.unpersist()
         reports.append(HoaxModelReport(
-            model=model, backend=llm["backend"], answer_mode=mode, answers=len(per_item), answered_now=answered,
-            unparsed=int(per_item["unparsed"].fillna(False).sum()), mlflow_run_id=run_id, headline=headline))
+            model=model, backend=llm["backend"], answer_mode=mode, answers=len(published.per_item),
+            answered_now=answered, unparsed=int(published.per_item["unparsed"].fillna(False).sum()),
+            mlflow_run_id=run_id, headline=published.headline))
     questions.unpersist()
     return reports
