@@ -73,8 +73,8 @@ def main() -> None:
                       "llm.vllm.max_model_len=2048", "llm.vllm.gpu_memory_utilization=0.3",
                       "generate.tasks=1"]
         if not args.commit_rows:
-            # A chunk sized to the engine, as on GPU clusters (the bundle's gpu_commit_rows over
-            # gpu_tasks: 512 per engine): vLLM's throughput comes from many requests at once.
+            # A chunk sized to the engine, as on GPU clusters (conf/databricks_gpu.yaml's commit_rows over its
+            # tasks: 512 per engine): vLLM's throughput comes from many requests at once.
             overrides.append("generate.commit_rows=512")
     cfg = load_config("local", overrides)
     spark = get_spark(cfg)

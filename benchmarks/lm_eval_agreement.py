@@ -34,7 +34,7 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
 
-    from misbench.bench.job import run_export
+    from misbench.evaluate.job import run_export
     from misbench.config import load_config
     from misbench.evaluate.job import run_evaluate
     from misbench.lake import open_lake

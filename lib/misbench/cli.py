@@ -221,7 +221,7 @@ def _cmd_evaluate(args) -> int:
 
 
 def _cmd_export(args) -> int:
-    from misbench.bench.job import run_export
+    from misbench.evaluate.job import run_export
 
     cfg, spark, lake = _open(args)
     print(run_export(spark, lake, cfg, args.format, args.out, args.source))

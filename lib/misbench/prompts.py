@@ -17,6 +17,10 @@ from pathlib import Path
 from misbench.config import ConfigError, project_dir
 from misbench.ids import digest
 
+# The letters a prompt shows options under, in order: a question of n options uses the first n
+# (MisBench's five, MultiHoax's four).
+OPTION_LETTERS = ("A", "B", "C", "D", "E")
+
 
 @dataclass(frozen=True)
 class Prompt:

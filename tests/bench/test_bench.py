@@ -6,7 +6,8 @@ import pytest
 import yaml
 
 from misbench.bench import stage
-from misbench.bench.job import run_bench, run_export, run_import
+from misbench.bench.job import run_bench, run_import
+from misbench.evaluate.job import run_export
 from tests.conftest import TEST_DATA, copy_lake
 
 pytestmark = pytest.mark.slow  # bench jobs over lakes built from the real slice

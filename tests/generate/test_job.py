@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from misbench.generate.job import run_generate
-from misbench.generate.stage import ENTRY_STYLE
+from misbench.styles import ENTRY_STYLE
 
 STYLES = (ENTRY_STYLE, "news", "science", "blog", "technical", "confident")  # conf's generate.styles
 from tests.conftest import MISBENCH_CLI, PROJECT, copy_lake, kill_after_commits

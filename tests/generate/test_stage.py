@@ -6,6 +6,7 @@ import pytest
 from misbench.config import ConfigError
 from misbench.generate import stage
 from misbench.prompts import load_prompt
+from misbench.styles import prompt_names, rewrite_styles
 
 from misbench.config import load_config
 
@@ -91,7 +92,7 @@ def claim_frames(spark):
     return claims, conflicts, descriptions
 
 
-PROMPTS = {name: load_prompt(name) for name in stage.prompt_names(["news", "science", "blog", "technical", "confident"])}
+PROMPTS = {name: load_prompt(name) for name in prompt_names(["news", "science", "blog", "technical", "confident"])}
 
 
 def test_entry_requests_cover_every_kind_with_stable_keys(spark):
@@ -251,5 +252,5 @@ def test_generate_styles_are_checked_before_any_work(styles, refused):
     from misbench.config import ConfigError
 
     with pytest.raises(ConfigError, match=refused):
-        stage.rewrite_styles(styles)
-    assert stage.rewrite_styles(["news", "technical"]) == ("news", "technical")
+        rewrite_styles(styles)
+    assert rewrite_styles(["news", "technical"]) == ("news", "technical")

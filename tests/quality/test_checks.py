@@ -121,7 +121,7 @@ CONTENT = load_config("local").get("quality.content")
 
 def _grams():
     from misbench.config import load_config
-    from misbench.generate.stage import prompt_names
+    from misbench.styles import prompt_names
     from misbench.prompts import load_prompt, prompt_wording
 
     styles = load_config().get("generate.styles")

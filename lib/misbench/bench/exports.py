@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 
 from misbench.bench.stage import LETTERS
 from misbench.claims.stage import CONFLICT_KINDS
-from misbench.generate.stage import ENTRY_STYLE, style_order
+from misbench.styles import ENTRY_STYLE, style_order
 
 LM_EVAL_SETTINGS = ("probe", "single")
 

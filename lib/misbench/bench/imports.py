@@ -21,7 +21,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from misbench.claims.stage import normalized
-from misbench.generate.stage import ENTRY_STYLE
+from misbench.styles import ENTRY_STYLE
 from misbench.ids import seeded_hash, stable_id
 
 TEXT_FIELDS = {

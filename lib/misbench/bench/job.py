@@ -104,26 +104,3 @@ def run_import(spark: SparkSession, lake: Lake, cfg: Config, paths: list, source
                           rejects=lake.read("import_rejects").where(F.col("source") == source).count(), source=source)
     records.unpersist()
     return report
-
-
-def run_export(spark: SparkSession, lake: Lake, cfg: Config, fmt: str, out, source: str) -> str:
-    """Write the question set of ``source`` as ``hf`` or ``lm-eval``; a line saying what was written."""
-    from pathlib import Path
-
-    from misbench.bench import exports
-    from misbench.evaluate import stage as evaluation
-    from misbench.prompts import load_prompt
-
-    out = Path(out)
-    questions = lake.read("questions").where(F.col("source") == source)
-    stage.require_one_question_per_claim(questions, "export")
-    texts = lake.read("bench_texts").where(F.col("source") == source)
-    if fmt == "hf":
-        rows = exports.export_hf(questions, texts, out, name=f"misbench-{source}", styles=cfg.get("generate.styles"))
-        return f"export: {rows} questions -> {out / 'data' / 'test.parquet'} with dataset card {out / 'README.md'}"
-    if fmt == "lm-eval":
-        prompts = {setting: load_prompt(name) for setting, name in evaluation.PROMPTS.items()}
-        items = evaluation.choice_items(questions, texts, prompts)
-        tasks = exports.export_lm_eval(items, out)
-        return f"export: lm-eval tasks {', '.join(tasks)} (group misbench) -> {out}; run with --include_path {out}"
-    raise ValueError(f"--format '{fmt}' is not one of hf, lm-eval")

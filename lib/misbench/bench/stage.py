@@ -26,11 +26,12 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from misbench.claims.stage import normalized
-from misbench.generate.stage import ENTRY_STYLE
+from misbench.styles import ENTRY_STYLE
 from misbench.ids import seeded_hash, stable_id
+from misbench.prompts import OPTION_LETTERS
 
 ROLES = ("memory", "misinformation", "irrelevant", "unsure", "not_in_options")
-LETTERS = ("A", "B", "C", "D", "E")
+LETTERS = OPTION_LETTERS[:len(ROLES)]
 SOURCE = "wikidata"  # questions built here; imported sets carry their own source name
 
 QUESTION_COLUMNS = [

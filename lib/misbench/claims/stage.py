@@ -656,3 +656,21 @@ def claims_stats(candidates: DataFrame, claims: DataFrame) -> DataFrame:
         .agg(F.count("*").alias("facts"))
         .select(*STATS_COLUMNS)
     )
+
+
+def _day(column: str) -> F.Column:
+    return F.date_format(F.col(column), "d MMMM yyyy")
+
+
+def period_words() -> F.Column:
+    """A temporal conflict's validity period in words: from 1 July 2031 until 1 July 2046."""
+    return F.concat(F.lit("from "), _day("valid_from"), F.lit(" until "),
+                    F.coalesce(_day("valid_until"), F.lit("an unknown date")))
+
+
+def claim_sentence(statement: str) -> F.Column:
+    """The sentence a text must state: the statement, or for a temporal conflict the
+    statement with its period."""
+    return F.when(F.col("valid_from").isNotNull(), F.concat(
+        F.regexp_replace(F.col(statement), r"\.\s*$", ""), F.lit(" "), period_words(), F.lit("."),
+    )).otherwise(F.col(statement))

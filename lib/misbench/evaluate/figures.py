@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from misbench.generate.stage import ENTRY_STYLE, style_order
+from misbench.styles import ENTRY_STYLE, style_order
 
 KINDS = ("factual", "temporal", "semantic")
 

@@ -321,7 +321,7 @@ def run_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list[str]
             rows = rows.unionByName(coverage_rows(spark, evaluation, evaluation_id, source, setting_runs, now))
             published = evaluation_run.publish(
                 lake, rows, evaluation_id=evaluation_id, model=evaluation.model, mode=evaluation.mode, source=source,
-                hoax=False, stats_table="bench_stats", per_item=responses, per_item_artifact="eval_responses.parquet")
+                hoax=False, settings=settings, stats_table="bench_stats", per_item=responses, per_item_artifact="eval_responses.parquet")
             for name, draw in figures.FIGURES.items():
                 figure = draw(published.metrics, evaluation.model)
                 if figure is not None:
@@ -337,3 +337,25 @@ def run_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list[str]
             items=len(per_item), answered_now=answered, unparsed=int(per_item["unparsed"].fillna(False).sum()),
             mlflow_run_id=parent.info.run_id, headline=published.headline))
     return reports
+
+
+def run_export(spark: SparkSession, lake: Lake, cfg: Config, fmt: str, out, source: str) -> str:
+    """Write the question set of ``source`` as ``hf`` or as ``lm-eval`` tasks in evaluation's own
+    prompts; a line saying what was written."""
+    from pathlib import Path
+
+    from misbench.bench import exports
+
+    out = Path(out)
+    questions = lake.read("questions").where(F.col("source") == source)
+    require_one_question_per_claim(questions, "export")
+    texts = lake.read("bench_texts").where(F.col("source") == source)
+    if fmt == "hf":
+        rows = exports.export_hf(questions, texts, out, name=f"misbench-{source}", styles=cfg.get("generate.styles"))
+        return f"export: {rows} questions -> {out / 'data' / 'test.parquet'} with dataset card {out / 'README.md'}"
+    if fmt == "lm-eval":
+        prompts = {setting: load_prompt(name) for setting, name in stage.PROMPTS.items()}
+        items = stage.choice_items(questions, texts, prompts)
+        tasks = exports.export_lm_eval(items, out)
+        return f"export: lm-eval tasks {', '.join(tasks)} (group misbench) -> {out}; run with --include_path {out}"
+    raise ValueError(f"--format '{fmt}' is not one of hf, lm-eval")

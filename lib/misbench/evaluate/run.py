@@ -147,17 +147,19 @@ class Published:
 
 
 def publish(lake: Lake, rows: DataFrame, *, evaluation_id: str, model: str, mode: str | None, source: str,
-            hoax: bool, stats_table: str, per_item: DataFrame, per_item_artifact: str) -> Published:
+            hoax: bool, settings: list[str], stats_table: str, per_item: DataFrame,
+            per_item_artifact: str) -> Published:
     """Store an evaluation's metric rows (replacing the model's earlier ones) and log what a
     reader of its MLflow run needs: every metric row, the headline of each setting (as run
-    metrics and ``summary.json``), the benchmark's make-up (``stats_table``) and the answers
-    per item."""
+    metrics and ``summary.json``, in the order of ``settings``), the benchmark's make-up
+    (``stats_table``) and the answers per item."""
     import mlflow
 
     replace_metrics(lake, rows, model, mode, source, hoax=hoax)
     table = lake.read("eval_metrics").where(F.col("evaluation_id") == evaluation_id).toPandas()
     mlflow.log_table(table.drop(columns=["computed_at"]), artifact_file="eval_metrics.json")
-    headline = headline_metrics(lake, evaluation_id)
+    found = headline_metrics(lake, evaluation_id)
+    headline = {setting: found[setting] for setting in settings if setting in found}
     for setting, (metric, value, _) in headline.items():
         if value is not None and not math.isnan(value):
             mlflow.log_metric(f"{setting}/{metric}", float(value))

@@ -31,10 +31,11 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from misbench.bench.stage import ENTRY_STYLE, LETTERS, role_order
+from misbench.bench.stage import LETTERS, role_order
 from misbench.claims.stage import normalized
 from misbench.prompts import Prompt, messages_column
 from misbench.ids import request_id, seeded_hash, stable_id
+from misbench.styles import ENTRY_STYLE
 
 SETTINGS = ("probe", "detection", "single", "pair", "style", "desc", "rtd")
 CHOICE_SETTINGS = ("probe", "single", "pair", "style")

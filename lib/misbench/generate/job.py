@@ -27,6 +27,7 @@ from misbench.llm import SamplingParams, engine_name, model_identity
 from misbench.prompts import load_prompt, prompt_wording, prompts_dir
 from misbench.quality import checks
 from misbench.quality.job import run_quality
+from misbench.styles import ENTRY_PROMPTS, prompt_names, rewrite_styles, style_prompt
 
 log = logging.getLogger(__name__)
 
@@ -139,12 +140,12 @@ def generation_prompts(cfg: Config) -> tuple[tuple[str, ...], dict]:
     """(``generate.styles`` checked, every prompt generation renders by name, the rewrite
     prompts included); a ConfigError naming the setting where a style is misnamed or has no
     prompt file."""
-    rewrites = stage.rewrite_styles(cfg.get("generate.styles"))
-    missing = [style for style in rewrites if not (prompts_dir() / f"{stage.style_prompt(style)}.txt").is_file()]
+    rewrites = rewrite_styles(cfg.get("generate.styles"))
+    missing = [style for style in rewrites if not (prompts_dir() / f"{style_prompt(style)}.txt").is_file()]
     if missing:
         raise ConfigError(f"generate.styles names {missing[0]!r}, which has no prompt file "
-                          f"prompts/{stage.style_prompt(missing[0])}.txt")
-    return rewrites, {name: load_prompt(name) for name in stage.prompt_names(rewrites)}
+                          f"prompts/{style_prompt(missing[0])}.txt")
+    return rewrites, {name: load_prompt(name) for name in prompt_names(rewrites)}
 
 
 def run_generate(spark: SparkSession, lake: Lake, cfg: Config, limit: int | None = None) -> GenerateReport:
@@ -222,8 +223,8 @@ def run_generate(spark: SparkSession, lake: Lake, cfg: Config, limit: int | None
         if checked is None else \
         stage.chosen_descriptions(among("semantic_description_checks", described))
 
-    entry_hashes = [prompts[name].sha for name in stage.ENTRY_PROMPTS.values()]
-    style_hashes = [prompts[stage.style_prompt(style)].sha for style in rewrites]
+    entry_hashes = [prompts[name].sha for name in ENTRY_PROMPTS.values()]
+    style_hashes = [prompts[style_prompt(style)].sha for style in rewrites]
 
     def passing(requests: DataFrame, hashes) -> DataFrame | None:
         verdicts = _verdicts(lake)

@@ -22,64 +22,19 @@ from __future__ import annotations
 import json
 import re
 import string
-from typing import Iterable, Iterator, Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
 import pandas as pd
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from misbench.config import ConfigError
 from misbench.ids import request_id
 from misbench.prompts import Prompt, messages_column
 from misbench.refusals import find_refusal
+from misbench.claims.stage import claim_sentence, period_words
+from misbench.styles import ENTRY_PROMPTS, ENTRY_STYLE, style_prompt
 
 EVIDENCE_KINDS = ("correct", "factual", "temporal", "semantic")
-# The style of the encyclopedia entries; generate.styles names their rewrites, each with its
-# prompt prompts/style_<name>.txt.
-ENTRY_STYLE = "wikipedia"
-ENTRY_PROMPTS = {
-    "correct": "evidence_correct",
-    "factual": "misinformation_factual",
-    "temporal": "misinformation_temporal",
-    "semantic": "misinformation_semantic",
-}
-# Every prompt the stage renders but the style rewrites'; the job loads them (stage functions
-# read no files).
-PROMPT_NAMES = ("semantic_description", *ENTRY_PROMPTS.values(), "note_answer", "note_bridge")
-
-
-def style_prompt(style: str) -> str:
-    """The prompt that rewrites an entry in ``style``."""
-    return f"style_{style}"
-
-
-def rewrite_styles(styles: Sequence[str]) -> tuple[str, ...]:
-    """``generate.styles`` as the stage uses them: names of prompt files, each once, never the
-    entry's own style (an entry is not rewritten in its own style)."""
-    names = tuple(styles)
-    bad = [s for s in names if not re.fullmatch(r"[a-z][a-z0-9_]*", s)]
-    if bad:
-        raise ConfigError(f"generate.styles: {bad[0]!r} is no style name (lower-case letters, digits and _; "
-                          f"the rewrite prompt is prompts/style_<name>.txt)")
-    if ENTRY_STYLE in names or len(set(names)) < len(names):
-        raise ConfigError(f"generate.styles: {list(names)} names a style twice or the entries' own "
-                          f"{ENTRY_STYLE!r}; list each rewrite style once")
-    return names
-
-
-def style_order(styles: Iterable[str], configured: Sequence[str] = ()) -> list[str]:
-    """The styles found in a table, in the order figures and exports show them: the entries'
-    style first, then ``configured`` (``generate.styles``, where the caller has it) in its
-    order, then any other found by name."""
-    found = set(styles)
-    first = [ENTRY_STYLE] if ENTRY_STYLE in found else []
-    listed = [style for style in configured if style in found and style != ENTRY_STYLE]
-    return first + listed + sorted(found - {ENTRY_STYLE} - set(listed))
-
-
-def prompt_names(styles: Sequence[str]) -> tuple[str, ...]:
-    """Every prompt the stage renders with these rewrite styles."""
-    return (*PROMPT_NAMES, *(style_prompt(style) for style in styles))
 REQUEST_COLUMNS = [
     "evidence_id", "claim_id", "hop", "kind", "style", "prompt_name", "prompt_hash",
     "messages", "source_evidence_id",
@@ -121,24 +76,6 @@ def _answer_note(prompts: Mapping[str, Prompt], label: str, description: str) ->
 def _bridge_note(prompts: Mapping[str, Prompt]) -> F.Column:
     return F.coalesce(_filled(prompts["note_bridge"], {"subject": "subject_label", "bridge": "bridge_label"}),
                       F.lit(""))
-
-
-def _day(column: str) -> F.Column:
-    return F.date_format(F.col(column), "d MMMM yyyy")
-
-
-def period_words() -> F.Column:
-    """A temporal conflict's validity period in words: from 1 July 2031 until 1 July 2046."""
-    return F.concat(F.lit("from "), _day("valid_from"), F.lit(" until "),
-                    F.coalesce(_day("valid_until"), F.lit("an unknown date")))
-
-
-def claim_sentence(statement: str) -> F.Column:
-    """The sentence a text must state: the statement, or for a temporal conflict the
-    statement with its period."""
-    return F.when(F.col("valid_from").isNotNull(), F.concat(
-        F.regexp_replace(F.col(statement), r"\.\s*$", ""), F.lit(" "), period_words(), F.lit("."),
-    )).otherwise(F.col(statement))
 
 
 def description_requests(

@@ -9,9 +9,10 @@ from pyspark.sql import functions as F
 from misbench.claims.stage import KEPT, normalized
 from misbench.hoax.spec import CONTAINMENT, CONTAINS, COUNTRY, HoaxSpec
 from misbench.ids import seeded_hash
+from misbench.prompts import OPTION_LETTERS
 
 IDK = "I do not know"
-LETTERS = ("A", "B", "C", "D")
+LETTERS = OPTION_LETTERS[:4]  # three answers and "I do not know"
 # The proof kind of a premise on a one-value relation whose single current value is another.
 PROOF_FUNCTIONAL = "functional: the graph records another value"
 # The proof kind of a premise on an open list whose two sides the graph sets apart

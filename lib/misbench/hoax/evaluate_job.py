@@ -190,6 +190,7 @@ def run_hoax_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list
                 per_item = per_item.unionByName(frame)
             published = evaluation_run.publish(
                 lake, rows, evaluation_id=evaluation_id, model=model, mode=None, source=source, hoax=True,
+                settings=[answers.SETTINGS[task] for task in tasks],
                 stats_table="hoax_stats", per_item=per_item, per_item_artifact="hoax_responses.parquet")
             figure = figure_by_label(published.metrics, model)
             if figure is not None:

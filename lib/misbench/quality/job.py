@@ -18,9 +18,9 @@ from misbench.chunked import recover_chunk, run_chunks
 from misbench.config import Config, pointed_at_endpoint
 from misbench.lake import Lake
 from misbench.llm import answer_words, engine_name, model_identity
-from misbench.generate import stage as generation  # the writing prompts' names
 from misbench.prompts import load_prompt, prompt_wording, prompts_dir
 from misbench.quality import checks, stage
+from misbench.styles import prompt_names
 from misbench.workers import settings_key
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ def resolved_settings(cfg: Config) -> dict:
     # changed list of styles does not judge every text again).
     shipped = sorted(path.name[len("style_"):-len(".txt")] for path in prompts_dir().glob("style_*.txt")
                      if path.name.count(".") == 1)
-    writing = [load_prompt(name) for name in generation.prompt_names(shipped) if name != "semantic_description"]
+    writing = [load_prompt(name) for name in prompt_names(shipped) if name != "semantic_description"]
     settings["echo_prompts"] = sorted(prompt.sha for prompt in writing)
     settings["echo_grams"] = sorted(checks.prompt_ngrams(prompt_wording(writing),
                                                          int(settings["content"]["echo_ngram_words"])))

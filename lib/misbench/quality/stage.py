@@ -19,9 +19,10 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from misbench.generate.stage import ENTRY_STYLE, claim_sentence
+from misbench.claims.stage import claim_sentence
 from misbench.ids import stable_id
 from misbench.quality import checks
+from misbench.styles import ENTRY_STYLE
 
 INPUT_COLUMNS = [
     "evidence_id", "claim_id", "hop", "kind", "style", "text", "finish_reason", "error",
