@@ -99,11 +99,6 @@ class CrossEncoderNLI(EntailmentScorer):
         _limit_torch_threads(settings)
         self.model = str(nli["model"])
         self.device = torch_device(settings["device"])
-        if self.device.startswith("cuda"):
-            from misbench.llm.servers import free_task_gpus
-
-            # an idle LLM server would leave it no room (the registry is the judge's, if any)
-            free_task_gpus(settings.get("judge_llm") or {})
         self.tokenizer = AutoTokenizer.from_pretrained(self.model)
         self.network = AutoModelForSequenceClassification.from_pretrained(self.model).to(self.device).eval()
         self.entailment_index = entailment_label_index(self.network.config.id2label)
@@ -212,7 +207,17 @@ def worker_entailment(settings: dict) -> EntailmentScorer:
     if backend not in ENTAILMENT_BACKENDS:
         raise ValueError(f"quality.entailment.backend '{backend}' is not one of {sorted(ENTAILMENT_BACKENDS)}")
     key = {k: v for k, v in settings.items() if k not in ("similarity", "completeness")}
-    return worker_cached(f"entailment-{backend}", key, lambda: ENTAILMENT_BACKENDS[backend](settings))
+
+    def load() -> EntailmentScorer:
+        if backend == "nli" and torch_device(settings["device"]).startswith("cuda"):
+            from misbench.llm.servers import free_task_gpus
+
+            # An idle LLM server (generation's, between its rounds) would leave the NLI model
+            # no room on this task's GPU; the registry is the judge's, if any.
+            free_task_gpus(settings.get("judge_llm") or {})
+        return ENTAILMENT_BACKENDS[backend](settings)
+
+    return worker_cached(f"entailment-{backend}", key, load)
 
 
 def worker_similarity(settings: dict) -> QuestionSimilarity:
