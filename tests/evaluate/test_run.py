@@ -27,8 +27,9 @@ def test_the_headline_of_each_setting_is_the_views_row_of_that_evaluation(spark,
             metric_row("e1", "hoax_choice", "accuracy", 1.0, 1, country="People's Republic of China"),
             metric_row("e2", "probe", "accuracy", 0.9, 10)]  # another evaluation
     frame = spark.createDataFrame(rows, METRICS_SCHEMA).withColumn("metric_id", metric_id())
-    replace_metrics(lake, frame, "m", None, "wikidata")
-    replace_metrics(lake, frame, "m", None, "wikidata", hoax=True)
+    hoax = frame.setting.startswith("hoax_")
+    replace_metrics(lake, frame.where(~hoax), "m", None, "wikidata")
+    replace_metrics(lake, frame.where(hoax), "m", None, "wikidata", hoax=True)
     assert headline_metrics(lake, "e1") == {"probe": ("accuracy", 0.5, 4), "pair": ("tendcm", 0.25, 3),
                                             "hoax_choice": ("accuracy", 0.333, 3)}
     assert "eval_metrics_e1" not in {table.name for table in spark.catalog.listTables()}
