@@ -137,6 +137,18 @@ def test_metrics_carry_their_n_and_the_mlflow_runs(evaluated):
                                   f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
     assert {c.info.run_name for c in children} == set(SETTINGS)
     assert {r.mlflow_run_id for r in metrics.collect()} == {c.info.run_id for c in children}
+    # every breakdown a metric name of its setting's run, with its n; the headlines on the parent
+    pair = next(c for c in children if c.info.run_name == "pair")
+    from misbench.evaluate.run import metric_key
+
+    rows = [r.asDict() for r in metrics.where("setting = 'pair'").collect()]
+    assert rows and all(f"n/{metric_key(r)}" in pair.data.metrics for r in rows)
+    assert "n/tendcm/kind_semantic/memory_unknown" in pair.data.metrics
+    ordered = parent.data.params["settings"].split(",")
+    assert list(report.headline) == [s for s in ordered if s in report.headline]
+    for setting, (metric, value, n) in report.headline.items():
+        if value is not None:
+            assert parent.data.metrics[f"{setting}/{metric}"] == pytest.approx(value)
     artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
     assert {"eval_responses.parquet", "eval_metrics.json", "summary.json", "bench_stats.json"} <= artifacts
     assert any(path.endswith(".png") for path in artifacts)

@@ -283,7 +283,7 @@ def test_figure_7_draws_one_panel_per_hop():
     figure = memory_logprob_by_style(pd.DataFrame(rows), "m")
     panels = figure.get_axes()
     assert [a.get_title().split(",")[1].split(":")[0].strip() for a in panels] == ["one-hop", "2-hop"]
-    # the entries' style first (none here), then the rewrites by name (generate.stage.style_order)
+    # the entries' style first (none here), then the rewrites by name (styles.style_order)
     assert [t.get_text() for t in panels[0].get_xticklabels()] == ["blog\n(n=1)", "news\n(n=2)"]
     assert memory_logprob_by_style(pd.DataFrame(rows[-1:]), "m") is None
 

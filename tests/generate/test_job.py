@@ -80,7 +80,7 @@ def every_slot_finished(lake) -> bool:
 
 @pytest.mark.model  # all-MiniLM-L6-v2 for question similarity
 def test_entries_state_their_claim_styles_come_from_passing_entries_and_reruns_do_nothing(spark, cfg, lake_copy):
-    from misbench.generate.stage import claim_sentence
+    from misbench.claims.stage import claim_sentence
 
     run_cfg = cfg.with_overrides([f"lake.root={lake_copy.root}", *FAKE])
     report = run_generate(spark, lake_copy, run_cfg, limit=1)

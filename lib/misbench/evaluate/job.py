@@ -11,7 +11,6 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import math
-import uuid
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
@@ -295,15 +294,12 @@ def run_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list[str]
         evaluation = Evaluation(spark, lake, model_cfg, source, settings)
         questions = evaluation.questions()
         texts = lake.read("bench_texts").where(F.col("source") == source)
-        evaluation_id = uuid.uuid4().hex[:12]
-        with mlflow.start_run(run_name=f"evaluate {evaluation.model}", tags=tracking.owner_tags()) as parent:
-            mlflow.set_tags({"misbench.evaluation_id": evaluation_id, "misbench.source": source})
-            mlflow.log_params({
+        with evaluation_run.parent_run("evaluate", evaluation.model, source, {
                 "model": evaluation.model, "backend": evaluation.llm["backend"], "answer_mode": evaluation.mode,
                 "seed": evaluation.seed, "source": source, "settings": ",".join(settings), "runs": evaluation.runs,
                 "temperature": 0.0, "sampling": SamplingParams(**evaluation.options["generate_sampling"]).key(),
                 **{f"prompt.{key}": f"{prompt.name}:{prompt.sha}" for key, prompt in sorted(evaluation.prompts.items())},
-            })
+            }) as (parent, evaluation_id):
             tracking.log_tables_as_inputs(lake, ["questions", "bench_texts", "claims", "conflicts", "evidence_qc"])
             items = evaluation.items(questions, texts)
             answered, responses = evaluation.answer(items, parent.info.run_id)

@@ -9,9 +9,11 @@ their jobs; this is I/O around them, so it lives beside the job runners, not in 
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import unicodedata
+import uuid
 from dataclasses import dataclass
 
 import pandas as pd
@@ -26,8 +28,22 @@ from misbench.ids import stable_id
 from misbench.lake import Lake
 from misbench.llm import engine_name
 
+@contextlib.contextmanager
+def parent_run(command: str, model: str, source: str, params: dict, tags: dict | None = None):
+    """The MLflow run of one model's evaluation, its settings' runs nested in it: tagged with a
+    new evaluation id (every eval_metrics row of it carries the id) and the question set, its
+    parameters logged. Yields (the run, the evaluation id)."""
+    import mlflow
+
+    evaluation_id = uuid.uuid4().hex[:12]
+    with mlflow.start_run(run_name=f"{command} {model}", tags=tracking.owner_tags()) as run:
+        mlflow.set_tags({"misbench.evaluation_id": evaluation_id, "misbench.source": source, **(tags or {})})
+        mlflow.log_params(params)
+        yield run, evaluation_id
+
+
 # The columns a metric row is broken down by, MisBench's and MultiHoax's.
-BREAKDOWNS = ("kind", "hop", "style", "topic", "memory", *metric_rules.HOAX_DIMENSIONS)
+BREAKDOWNS = (*metric_rules.DIMENSIONS, *metric_rules.HOAX_DIMENSIONS)
 
 
 def answer_items(lake: Lake, options: dict, llm: dict, model: str, mode: str, items: DataFrame,

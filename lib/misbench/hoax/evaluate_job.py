@@ -8,7 +8,6 @@ missing); temperature 0 throughout.
 from __future__ import annotations
 
 import datetime as dt
-import uuid
 from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
@@ -26,6 +25,8 @@ from misbench.prompts import load_prompt
 
 COMMAND = "hoax-evaluate"  # names its work tables apart from evaluate's (answer_items)
 PROMPTS = {"choice": "hoax_choice", "justification": "hoax_justify", "json": "hoax_json"}
+
+
 @dataclass
 class HoaxModelReport:
     model: str
@@ -109,24 +110,20 @@ def run_hoax_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list
         mode, fallback = answer_mode(model_cfg)
         judge_llm = pointed_at_endpoint(llm, settings["judge"].get("llm"))
         judge_model = model_identity(judge_llm)
-        evaluation_id = uuid.uuid4().hex[:12]
-        with mlflow.start_run(run_name=f"hoax-evaluate {model}", tags=tracking.owner_tags()) as parent:
-            run_id = parent.info.run_id
-            mlflow.set_tags({"misbench.evaluation_id": evaluation_id, "misbench.source": source,
-                             "misbench.benchmark": "multihoax"})
-            mlflow.log_params({
+        with evaluation_run.parent_run(COMMAND, model, source, {
                 "model": model, "backend": llm["backend"], "answer_mode": mode, "source": source,
                 "tasks": ",".join(tasks), "temperature": 0.0, "judge_model": judge_model,
                 "judge_threshold": settings["judge"]["threshold"],
                 "similarity_threshold": settings["similarity_threshold"],
                 **{f"prompt.{key}": f"{prompt.name}:{prompt.sha}" for key, prompt in sorted(prompts.items())},
-            })
+            }, tags={"misbench.benchmark": "multihoax"}) as (parent, evaluation_id):
+            run_id = parent.info.run_id
             tracking.log_tables_as_inputs(lake, ["hoax_questions"])
             produce = eval_stage.answer_batches(llm, mode, dict(options["generate_sampling"]), run_id, fallback,
                                                 "hoax choice")
-            answered, choice = evaluation_run.answer_items(lake, options, llm, model, mode,
-                                            answers.choice_items(questions, prompts["choice"]), produce,
-                                            command=COMMAND, source=source)
+            answered, choice = evaluation_run.answer_items(
+                lake, options, llm, model, mode, answers.choice_items(questions, prompts["choice"]), produce,
+                command=COMMAND, source=source)
             choice = choice.cache()
             every = [choice]  # the responses of each task, for the per-item artifact
             cached = [choice]
@@ -145,10 +142,10 @@ def run_hoax_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list
                 judge_mode, judge_fallback = mode, fallback
                 produce = eval_stage.answer_batches(judge_llm, judge_mode, _greedy(4, seed), run_id, judge_fallback,
                                                     "hoax judge")
-                count, judged = evaluation_run.answer_items(lake, options, judge_llm, judge_model, judge_mode,
-                                             answers.judge_items(questions, justifications, prompts["judge"],
-                                                                 answer_words(judge_llm)), produce,
-                                             command=f"{COMMAND} judging {model}", source=source)
+                count, judged = evaluation_run.answer_items(
+                    lake, options, judge_llm, judge_model, judge_mode,
+                    answers.judge_items(questions, justifications, prompts["judge"], answer_words(judge_llm)),
+                    produce, command=f"{COMMAND} judging {model}", source=source)
                 answered += count
                 pairs = justifications.where(F.col("raw_answer").isNotNull()).join(
                     questions.select("question_id", "explanation"), "question_id").select(
@@ -165,9 +162,9 @@ def run_hoax_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list
             if "json" in tasks:
                 produce = answers.reply_batches(llm, _greedy(int(settings["json_max_tokens"]), seed), run_id, schema,
                                                 "hoax json")
-                count, json_answers = evaluation_run.answer_items(lake, options, llm, model, "generate",
-                                                   answers.json_items(questions, prompts["json"]), produce,
-                                                   command=COMMAND, source=source)
+                count, json_answers = evaluation_run.answer_items(
+                    lake, options, llm, model, "generate", answers.json_items(questions, prompts["json"]), produce,
+                    command=COMMAND, source=source)
                 answered += count
                 json_answers = answers.with_json_verdict(json_answers, questions, schema).cache()
                 cached.append(json_answers)
