@@ -243,8 +243,8 @@ class Evaluation:
         """Answer what is not answered yet; returns (rows answered now, this call's responses)."""
         produce = stage.answer_batches(self.llm, self.mode, dict(self.options["generate_sampling"]), run_id,
                                        self.fallback)
-        return evaluation_run.answer_items(self.lake, self.options, self.llm, self.model, self.mode, items, produce,
-                                source=self.source)
+        return evaluation_run.answer_items(self.lake, self.options, self.llm, self.model, self.mode, items,
+                                           produce, source=self.source)
 
 
 def coverage_rows(spark: SparkSession, evaluation: "Evaluation", evaluation_id: str, source: str,
@@ -317,7 +317,8 @@ def run_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list[str]
             rows = rows.unionByName(coverage_rows(spark, evaluation, evaluation_id, source, setting_runs, now))
             published = evaluation_run.publish(
                 lake, rows, evaluation_id=evaluation_id, model=evaluation.model, mode=evaluation.mode, source=source,
-                hoax=False, settings=settings, stats_table="bench_stats", per_item=responses, per_item_artifact="eval_responses.parquet")
+                hoax=False, settings=settings, stats_table="bench_stats", per_item=responses,
+                per_item_artifact="eval_responses.parquet")
             for name, draw in figures.FIGURES.items():
                 figure = draw(published.metrics, evaluation.model)
                 if figure is not None:

@@ -296,7 +296,7 @@ def ensure_server(settings: dict) -> dict:
         supervisor.terminate()
         psutil.wait_procs([psutil.Process(supervisor.pid)], timeout=60)  # never a second one beside it
         raise ServerFailedToStart(f"the {settings['backend']} server for {slot} did not start in time:\n"
-                         f"{log_tail(log_path, offset=log_start)}")
+                                  f"{log_tail(log_path, offset=log_start)}")
 
 
 def stop_server(entry_path: Path, wait_s: float = 60.0) -> None:
