@@ -147,10 +147,11 @@ def test_entries_state_their_claim_styles_come_from_passing_entries_and_reruns_d
 def test_kill_during_generation_then_rerun_loses_and_duplicates_nothing(lake_copy):
     root = str(lake_copy.root)
     command = [*MISBENCH_CLI, "generate", "--limit", "1", "--lake", root]
-    # No rewrite styles: the kill lands in the entries pass, and a styles pass after it would
-    # add a minute of the real model through the same chunked loop (misbench.chunked) whose
-    # resume this checks; the styles themselves are the entries-and-styles test's.
-    for setting in [*one_round(commit_rows=2), "generate.styles=[]"]:
+    # The resume is what this checks, not the model: the fake server, slowed down so that the
+    # kill lands mid-pass (the real model's server dies in the crash test below). No rewrite
+    # styles: the kill lands in the entries pass, and a styles pass after it would run the same
+    # chunked loop (misbench.chunked) again; the styles are the entries-and-styles test's.
+    for setting in [*one_round(commit_rows=2, model=SLOW_FAKE), "generate.styles=[]"]:
         command += ["--set", setting]
     # Killed once the first chunk of entries is committed: the rerun then has entries left to
     # write whatever the model wrote.
