@@ -1,11 +1,11 @@
 """Model passes in committed chunks: the resumable loop shared by generation and quality control.
 
 A pass reads a queue of pending rows, splits it into chunks of about ``chunk_rows`` rows,
-runs a mapInPandas function (a model per worker) over each chunk, stores the chunk's output
-and commits it into the target table while the next chunk runs: an append of files the tasks
-wrote, so a commit costs what the chunk costs however large the target has grown, and the
-model never waits on one. One chunk runs at a time: a run killed at any point loses at most
-that chunk; the next run first merges the chunks that were stored but not merged.
+runs a mapInPandas function (a model per worker) over each chunk and commits the chunk's
+output into the target table before the next chunk starts: an append of files the tasks
+wrote, so a commit costs what the chunk costs however large the target has grown. A run
+killed at any point loses at most the chunk in flight; the next run first merges a chunk
+that was written but not merged.
 """
 from __future__ import annotations
 
@@ -14,8 +14,6 @@ import math
 import re
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import wait as wait_for
 from typing import Callable, Iterator
 
 from pyspark.sql import Column, DataFrame, Row
@@ -152,16 +150,10 @@ def work_table(name: str, scope: str = "") -> str:
     return f"{name}_{digest(scope, 10)}" if scope else name
 
 
-def chunk_table_names(target: str, scope: str = "") -> tuple[str, str]:
-    """The two tables a pass stores its chunks in, taken in turn: the next chunk is written
-    while the one before it commits."""
-    return work_table(f"chunk_{target}", scope), work_table(f"chunk_next_{target}", scope)
-
-
 def recover_chunk(lake: Lake, target: str, key: str, scope: str = "") -> None:
     """A chunk written just before a kill, and replacements not merged yet: make sure they
     reached their table (merged by key: a row already there is replaced, never doubled)."""
-    for staged in (*chunk_table_names(target, scope), work_table(f"replace_{target}", scope)):
+    for staged in (work_table(f"chunk_{target}", scope), work_table(f"replace_{target}", scope)):
         if lake.exists(staged):
             lake.upsert(lake.read(staged), target, [key])
             lake.drop(staged)
@@ -191,8 +183,8 @@ def run_chunks(
     ``tokens_out``, unit ``tokens``) is summed for the progress rate, else rows count.
     ``scope``: the command and model whose staging tables these are (``work_table``)."""
     chunks = max(1, math.ceil(total / max(1, chunk_rows)))
-    queue_table, replace_table = (work_table(f"{stage}_{target}", scope) for stage in ("work", "replace"))
-    chunk_tables = chunk_table_names(target, scope)
+    chunk_table, queue_table, replace_table = (work_table(f"{stage}_{target}", scope)
+                                               for stage in ("chunk", "work", "replace"))
     queue = queue.withColumn("_chunk", F.pmod(seeded_hash(F.col(key)), F.lit(chunks)).cast("int"))
     # One pass over the target to flag the keys it holds, then never again.
     target_exists = lake.exists(target)
@@ -213,41 +205,44 @@ def run_chunks(
         if target_exists else set()
     profile = gpu_profile(float(gpus_per_task)) if gpus_per_task else None
     progress = PassProgress(label, total, progress_every_s, unit)
-
-    def generate(chunk: int) -> None:
-        # Stored before committing: a model must not run twice for one row, and the stored
-        # chunk is what recover_chunk finishes after a kill.
-        rows = work.where(F.col("_chunk") == chunk).drop("_chunk", "_replaces").repartition(tasks)
-        lake.write(rows.mapInPandas(function, schema, profile=profile), chunk_tables[chunk % 2])
-
-    # The model writes chunk k + 1 while chunk k commits, so the server never waits on a
-    # commit; one chunk generates at a time, and a kill loses at most that one.
-    with _SideJob(lake.spark, f"misbench-{chunk_tables[0]}") as side:
-        side.start(generate, 0)
-        for chunk in range(chunks):
-            progress.chunk_started(chunk, chunks)
-            try:
-                side.wait()
-                if chunk + 1 < chunks:
-                    side.start(generate, chunk + 1)
-                done = _commit(lake, lake.read(chunk_tables[chunk % 2]), target, key, replace_table,
-                               work.where(F.col("_chunk") == chunk) if chunk in replacing else None,
-                               units_column, totals)
-            except Exception as error:
-                side.cancel()
-                cause = worker_crash_cause(error)
-                if cause is not None:
-                    raise WorkerCrashed(label, engine, cause, str(error)) from error
-                raise
-            finally:
-                progress.stop()  # whatever ends the chunk, the heartbeat ends with it
-            progress.chunk_finished(int(done["rows"]), float(done["units"] or 0))
-            yield done
+    for chunk in range(chunks):
+        rows = work.where(F.col("_chunk") == chunk)
+        part = rows.drop("_chunk", "_replaces").repartition(tasks)
+        produced = part.mapInPandas(function, schema, profile=profile)
+        progress.chunk_started(chunk, chunks)
+        try:
+            # Stored before committing: a model must not run twice for one row, and the
+            # stored chunk is what recover_chunk finishes after a kill.
+            lake.write(produced, chunk_table)
+            written = lake.read(chunk_table)
+            if chunk in replacing:
+                # Rows replacing ones the target holds wait in a side table, merged once at the
+                # end of the pass: a pass re-checking every row then reads the target once.
+                # The side table first: where ``rows`` is the queue itself (one chunk) it flags
+                # keys by reading the target, and a lake that reads its newest version (Spark's
+                # Delta) would flag the rows just appended too.
+                replaced = rows.where("_replaces").select(key)
+                lake.write(written.join(replaced, key, "left_semi").coalesce(1), replace_table, mode="append")
+                lake.write(written.join(replaced, key, "left_anti").coalesce(1), target, mode="append")
+            else:
+                lake.write(written.coalesce(1), target, mode="append")
+            done = written.agg(
+                F.count("*").alias("rows"),
+                (F.sum(units_column) if units_column else F.count("*")).alias("units"),
+                *[column.alias(name) for name, column in (totals or {}).items()]).first()
+        except Exception as error:
+            cause = worker_crash_cause(error)
+            if cause is not None:
+                raise WorkerCrashed(label, engine, cause, str(error)) from error
+            raise
+        finally:
+            progress.stop()  # whatever ends the chunk, the heartbeat ends with it
+        progress.chunk_finished(int(done["rows"]), float(done["units"] or 0))
+        yield done
     if lake.exists(replace_table):
         lake.upsert(lake.read(replace_table), target, [key])
         lake.drop(replace_table)
-    for chunk_table in chunk_tables:
-        lake.drop(chunk_table)
+    lake.drop(chunk_table)
     lake.drop(queue_table)  # also one a killed run with more chunks left behind
     # A file per chunk: merged before analysts read the table. Only an optimisation, after
     # everything is committed: a failure (another job merging into the target at the same
@@ -257,89 +252,3 @@ def run_chunks(
     except Exception as error:  # noqa: BLE001
         log.warning("could not compact %s after the pass (%s); its rows are all committed",
                     target, str(error).splitlines()[0][:300])
-
-
-def _commit(lake: Lake, written: DataFrame, target: str, key: str, replace_table: str,
-            rows: DataFrame | None, units_column: str | None, totals: dict[str, Column] | None) -> Row:
-    """Commit one stored chunk into ``target`` and sum it. ``rows``: the chunk's queue rows
-    where some replace keys the target holds, else None (an append alone)."""
-    if rows is not None:
-        # Rows replacing ones the target holds wait in a side table, merged once at the end of
-        # the pass: a pass re-checking every row then reads the target once. The side table
-        # first: where ``rows`` is the queue itself (one chunk) it flags keys by reading the
-        # target, and a lake that reads its newest version (Spark's Delta) would flag the rows
-        # just appended too.
-        replaced = rows.where("_replaces").select(key)
-        lake.write(written.join(replaced, key, "left_semi").coalesce(1), replace_table, mode="append")
-        lake.write(written.join(replaced, key, "left_anti").coalesce(1), target, mode="append")
-    else:
-        lake.write(written.coalesce(1), target, mode="append")
-    return written.agg(
-        F.count("*").alias("rows"),
-        (F.sum(units_column) if units_column else F.count("*")).alias("units"),
-        *[column.alias(name) for name, column in (totals or {}).items()]).first()
-
-
-class _SideJob:
-    """One Spark job at a time on a side thread, tagged so that it can be cancelled: a failure
-    on the driver's thread must not leave a model pass running behind it. Job tags are
-    thread-local; classic Spark cancels through its SparkContext, Spark Connect (no
-    SparkContext) through the session."""
-
-    def __init__(self, spark, tag: str):
-        self.spark, self.tag = spark, tag
-        self.pool = ThreadPoolExecutor(1, thread_name_prefix="misbench-chunk")
-        self.pending: Future | None = None
-
-    def _context(self):
-        try:
-            return self.spark.sparkContext
-        except Exception:  # noqa: BLE001 - Spark Connect has none
-            return None
-
-    def _tagged(self, function: Callable, *args) -> None:
-        context = self._context()
-        if context is not None:
-            context.addJobTag(self.tag)
-        else:
-            self.spark.addTag(self.tag)
-        try:
-            function(*args)
-        finally:
-            if context is not None:
-                context.removeJobTag(self.tag)
-            else:
-                self.spark.removeTag(self.tag)
-
-    def start(self, function: Callable, *args) -> None:
-        self.pending = self.pool.submit(self._tagged, function, *args)
-
-    def wait(self) -> None:
-        pending, self.pending = self.pending, None
-        if pending is not None:
-            pending.result()
-
-    def cancel(self) -> None:
-        if self.pending is None:
-            return
-        context = self._context()
-        # Again until it ends: a job still being planned when the first cancel came has no
-        # tagged job yet to cancel.
-        while not self.pending.done():
-            if context is not None:
-                context.cancelJobsWithTag(self.tag)
-            else:
-                self.spark.interruptTag(self.tag)
-            wait_for([self.pending], timeout=1.0)
-        try:
-            self.pending.result()
-        except Exception:  # noqa: BLE001 - cancelled, or failed on its own: the first error is the one raised
-            pass
-        self.pending = None
-
-    def __enter__(self) -> "_SideJob":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.cancel()
-        self.pool.shutdown(wait=True)
