@@ -1077,6 +1077,7 @@ class _Entity:
 def _open(path: Path, name: str):
     """(stream to write, underlying file or None) for ``path``, compressed as ``name`` says."""
     name = name.lower()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)  # e.g. benchmarks/out/ of a fresh checkout
     raw = open(path, "wb", buffering=1 << 20)
     if name.endswith(".bz2"):
         return bz2.BZ2File(raw, "wb", compresslevel=9), raw

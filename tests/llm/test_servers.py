@@ -204,7 +204,8 @@ def test_vllm_is_served_by_vllm_serve_with_its_settings():
                                 "llm.vllm.server_options.max_num_seqs=64",
                                 "llm.vllm.server_options.enable_log_requests=false"]).get("llm")
     command, client_needs = server_command(llm, 8123)
-    assert command[:3] == ["vllm", "serve", "/models/qwen"]
+    # vLLM's own CLI, run by this interpreter: its virtualenv's bin/ need not be on PATH
+    assert command[:5] == [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", "/models/qwen"]
     flags = " ".join(command)
     for expected in ("--served-model-name qwen", "--tensor-parallel-size 2", "--max-model-len 4096",
                      "--gpu-memory-utilization 0.9", "--max-logprobs 20", "--host 127.0.0.1 --port 8123",

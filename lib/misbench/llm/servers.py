@@ -185,7 +185,9 @@ def server_command(settings: dict, port: int) -> tuple[list[str], dict]:
         return command, {"begun_reply": "template", "chat_template": chat_template(path),
                          "extra_body": {"repeat_penalty": 1.0}}
     if backend == "vllm":
-        command = ["vllm", "serve", str(section["model"]), "--served-model-name", name,
+        # `vllm serve` of this interpreter's vLLM: its virtualenv need not be on PATH
+        command = [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", str(section["model"]),
+                   "--served-model-name", name,
                    "--tensor-parallel-size", str(int(section["tensor_parallel_size"])),
                    "--dtype", str(section["dtype"]), "--max-model-len", str(int(section["max_model_len"])),
                    "--gpu-memory-utilization", str(float(section["gpu_memory_utilization"])),
