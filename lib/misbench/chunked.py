@@ -150,10 +150,16 @@ def work_table(name: str, scope: str = "") -> str:
     return f"{name}_{digest(scope, 10)}" if scope else name
 
 
+def staged_tables(target: str, scope: str = "") -> tuple[str, str]:
+    """Where a pass into ``target`` keeps rows between its model and ``target``: the chunk
+    stored before its commit, and replacements waiting for the end of the pass."""
+    return work_table(f"chunk_{target}", scope), work_table(f"replace_{target}", scope)
+
+
 def recover_chunk(lake: Lake, target: str, key: str, scope: str = "") -> None:
     """A chunk written just before a kill, and replacements not merged yet: make sure they
     reached their table (merged by key: a row already there is replaced, never doubled)."""
-    for staged in (work_table(f"chunk_{target}", scope), work_table(f"replace_{target}", scope)):
+    for staged in staged_tables(target, scope):
         if lake.exists(staged):
             lake.upsert(lake.read(staged), target, [key])
             lake.drop(staged)
@@ -183,8 +189,8 @@ def run_chunks(
     ``tokens_out``, unit ``tokens``) is summed for the progress rate, else rows count.
     ``scope``: the command and model whose staging tables these are (``work_table``)."""
     chunks = max(1, math.ceil(total / max(1, chunk_rows)))
-    chunk_table, queue_table, replace_table = (work_table(f"{stage}_{target}", scope)
-                                               for stage in ("chunk", "work", "replace"))
+    chunk_table, replace_table = staged_tables(target, scope)
+    queue_table = work_table(f"work_{target}", scope)
     queue = queue.withColumn("_chunk", F.pmod(seeded_hash(F.col(key)), F.lit(chunks)).cast("int"))
     # One pass over the target to flag the keys it holds, then never again.
     target_exists = lake.exists(target)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from misbench.chunked import recover_chunk, run_chunks
+from misbench.chunked import recover_chunk, run_chunks, staged_tables
 from misbench.config import Config, pointed_at_endpoint
 from misbench.lake import Lake
 from misbench.llm import answer_words, engine_name, model_identity
@@ -111,7 +111,7 @@ def run_quality(spark: SparkSession, lake: Lake, cfg: Config, report: bool = Tru
         # Verdicts of an older misbench (other columns, other rules): a derived table, redone.
         log.info("quality: evidence_qc has the columns of an older version; checking every text again")
         # with what a killed run of it left: recover_chunk must not merge old columns back
-        for table in ("evidence_qc", "chunk_evidence_qc", "replace_evidence_qc"):
+        for table in ("evidence_qc", *staged_tables("evidence_qc")):
             lake.drop(table)
     recover_chunk(lake, "evidence_qc", "evidence_id")
     queue = inputs
