@@ -1,6 +1,7 @@
 """A seeded synthetic Wikidata JSON dump of any size, shaped like the real one.
 
     python benchmarks/synthetic_dump.py --entities N --seed S --out FILE(.json | .json.bz2 | .json.gz)
+    python benchmarks/synthetic_dump.py --next-version-of DUMP --changed 0.01 [--added A] [--removed R] --out FILE
 
 or, from Python, ``write_dump(path, entities, seed)`` (returns a small dict of counts).
 
@@ -49,6 +50,7 @@ from __future__ import annotations
 import argparse
 import bz2
 import gzip
+import hashlib
 import math
 import random
 import sys
@@ -1132,12 +1134,120 @@ def write_dump(path, entities: int, seed: int = 0, progress: bool = False) -> di
     return counts
 
 
+def _read_lines(path: Path):
+    name = path.name.lower()
+    if name.endswith(".bz2"):
+        return bz2.open(path, "rb")
+    if name.endswith(".gz"):
+        return gzip.open(path, "rb")
+    return open(path, "rb")
+
+
+# Class structure stays: changing instance_of / subclass_of would change whole types at once.
+_KEPT_PROPERTIES = {"P31", "P279"}
+
+
+def write_next_version(source, out, changed: float = 0.01, added: float = 0.0, removed: float = 0.0,
+                       seed: int = 0) -> dict:
+    """Write ``out``: the dump ``source`` a week later. Of its entity-valued statements (the
+    facts claims are made of; instance_of and subclass_of aside), a share ``changed`` points at
+    another object (one the same property holds on an entity before it, so of the same type),
+    a share ``removed`` is gone, and for a share ``added`` the entity gains a second value of
+    that property. Deterministic in ``seed``; returns the counts of facts, changed, added and
+    removed."""
+    source, out = Path(source), Path(out)
+    recent: dict[str, list[str]] = {}  # property -> the last objects seen, for type-alike values
+    counts = {"facts": 0, "changed": 0, "added": 0, "removed": 0}
+    tmp = out.with_name(out.name + ".partial")
+    stream, raw = _open(tmp, out.name)
+    try:
+        with _read_lines(source) as lines:
+            stream.write(b"[\n")
+            pending = None  # one entity behind, so the last one is written without a comma
+            for line in lines:
+                line = line.strip().rstrip(b",")
+                if line in (b"[", b"]", b""):
+                    continue
+                if pending is not None:
+                    stream.write(pending + b",\n")
+                entity = orjson.loads(line)
+                _edit_facts(entity, recent, counts, seed, changed, added, removed)
+                pending = orjson.dumps(entity)
+            if pending is not None:
+                stream.write(pending + b"\n")
+            stream.write(b"]\n")
+    finally:
+        stream.close()
+        if raw is not None:
+            raw.close()
+    tmp.replace(out)
+    return counts
+
+
+def _edit_facts(entity: dict, recent: dict, counts: dict, seed: int, changed: float, added: float,
+                removed: float) -> None:
+    for prop, statements in (entity.get("claims") or {}).items():
+        if prop in _KEPT_PROPERTIES:
+            continue
+        kept = []
+        for statement in statements:
+            snak = statement.get("mainsnak", {})
+            value = (snak.get("datavalue") or {}).get("value")
+            if snak.get("snaktype") != "value" or not isinstance(value, dict) or "id" not in value:
+                kept.append(statement)
+                continue
+            counts["facts"] += 1
+            key = statement.get("id", "")
+            u = _unit(seed, key, "edit")
+            others = [q for q in recent.get(prop, []) if q != value["id"]]
+            if u < removed:
+                counts["removed"] += 1
+                continue
+            recent.setdefault(prop, []).append(value["id"])
+            del recent[prop][:-8]
+            if u < removed + changed and others:
+                _point_at(value, others[int(_unit(seed, key, "to") * len(others))])
+                counts["changed"] += 1
+            kept.append(statement)
+            if removed + changed <= u < removed + changed + added and others:
+                extra = orjson.loads(orjson.dumps(statement))
+                extra["id"] = key + "-added"
+                _point_at(extra["mainsnak"]["datavalue"]["value"], others[int(_unit(seed, extra["id"], "to") * len(others))])
+                kept.append(extra)
+                counts["added"] += 1
+        statements[:] = kept
+
+
+def _point_at(value: dict, qid: str) -> None:
+    value["id"] = qid
+    if "numeric-id" in value:
+        value["numeric-id"] = int(qid[1:])
+
+
+def _unit(seed: int, key: str, tag: str) -> float:
+    digest = hashlib.sha256(f"{seed}|{key}|{tag}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--entities", type=int, required=True, help="entities in the dump (at least about 2000)")
+    parser.add_argument("--entities", type=int, help="entities in the dump (at least about 2000)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", required=True, help="file to write: .json, .json.bz2 or .json.gz")
+    parser.add_argument("--next-version-of", metavar="DUMP",
+                        help="instead: write DUMP a week later, with --changed / --added / --removed shares of "
+                             "its entity-valued facts edited")
+    parser.add_argument("--changed", type=float, default=0.01)
+    parser.add_argument("--added", type=float, default=0.0)
+    parser.add_argument("--removed", type=float, default=0.0)
     args = parser.parse_args(argv)
+    if args.next_version_of:
+        counts = write_next_version(args.next_version_of, args.out, args.changed, args.added, args.removed, args.seed)
+        print(f"{args.out}: {counts['facts']} entity-valued facts, {counts['changed']} changed, "
+              f"{counts['added']} added, {counts['removed']} removed")
+        return 0
+    if args.entities is None:
+        parser.error("--entities is required (or --next-version-of)")
     started = time.perf_counter()
     counts = write_dump(args.out, args.entities, args.seed, progress=True)
     seconds = time.perf_counter() - started

@@ -72,7 +72,7 @@ def test_sql_errors_are_reported_not_crashes(demo_lake, capsys):
 def test_internal_tables_are_apart_and_listed_only_when_asked(demo_lake, capsys):
     assert main(["tables", "--lake", demo_lake]) == 0
     product = {line.split()[0] for line in capsys.readouterr().out.splitlines()[2:-1]}
-    assert product == {"entities", "triples", "ingest_rejects"}
+    assert product == {"entities", "triples", "ingest_rejects", "dump_versions"}
     assert main(["tables", "--lake", demo_lake, "--all"]) == 0
     listed = {line.split()[0]: line.split()[-1] for line in capsys.readouterr().out.splitlines()[2:-1]}
     assert set(listed) == product | {"ingest_staging"}

@@ -53,6 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "default: the demo dump shipped with the project")
     ingest.add_argument("--max-reject-rate", type=float, metavar="R",
                         help="fraction of entity lines that may be rejected (default from config)")
+    ingest.add_argument("--allow-older-dump", action="store_true",
+                        help="take a dump older than the one the lake was last built from")
 
     claims = commands.add_parser("claims", parents=[common],
                                  help="build claims and conflicting claims from the ingested tables")
@@ -81,11 +83,15 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--source", default="wikidata",
                           help="question set: wikidata (built here) or the name of an imported set")
     evaluate.add_argument("--limit", type=int, metavar="N", help="only the first N questions (by id)")
+    evaluate.add_argument("--version", metavar="DUMP_VERSION",
+                          help="benchmark version: the questions of that dump (default: the latest; see dump_versions)")
 
     export = commands.add_parser("export", parents=[common], help="write the questions for other tools")
     export.add_argument("--format", choices=("hf", "lm-eval"), required=True)
     export.add_argument("--out", required=True, metavar="DIR")
     export.add_argument("--source", default="wikidata")
+    export.add_argument("--version", metavar="DUMP_VERSION",
+                        help="benchmark version: the questions of that dump (default: the latest; see dump_versions)")
 
     imported = commands.add_parser("import-misbench", parents=[common],
                                    help="read question files in the published MisBench release format")
@@ -122,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
         "run-all", parents=[common],
         help="every stage in order (ingest to hoax-evaluate and the analyst views); finished stages are skipped")
     run_all.add_argument("--dump", nargs="+", metavar="PATH", help="as for ingest (default: the demo dump)")
+    run_all.add_argument("--allow-older-dump", action="store_true", help="as for ingest")
     run_all.add_argument("--limit", type=int, metavar="N",
                          help="only the first N claims get generated texts (the costly step); 0: all")
     run_all.add_argument("--model", nargs="+", metavar="NAME", default=None,
@@ -152,6 +159,8 @@ def _open(args):
     overrides = list(args.overrides) + list(getattr(args, "overrides_after", []))
     if args.lake:
         overrides.append(f"lake.root={args.lake}")
+    if getattr(args, "allow_older_dump", False):
+        overrides.append("ingest.allow_older_dump=true")
     if getattr(args, "max_reject_rate", None) is not None:
         overrides.append(f"ingest.max_reject_rate={args.max_reject_rate}")
     cfg = load_config(args.profile, overrides)
@@ -216,7 +225,7 @@ def _cmd_evaluate(args) -> int:
     if args.limit:
         args.overrides.append(f"evaluate.limit={args.limit}")
     cfg, spark, lake = _open(args)
-    print(pipeline.evaluate_stage(spark, lake, cfg, args.model, args.settings, args.source))
+    print(pipeline.evaluate_stage(spark, lake, cfg, args.model, args.settings, args.source, args.version))
     return EXIT_OK
 
 
@@ -224,7 +233,7 @@ def _cmd_export(args) -> int:
     from misbench.evaluate.job import run_export
 
     cfg, spark, lake = _open(args)
-    print(run_export(spark, lake, cfg, args.format, args.out, args.source))
+    print(run_export(spark, lake, cfg, args.format, args.out, args.source, args.version))
     return EXIT_OK
 
 

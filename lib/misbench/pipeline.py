@@ -50,8 +50,8 @@ class Stage:
 
 
 STAGES = (
-    Stage("ingest", (), ("entities", "triples", "ingest_rejects"), ("ingest",)),
-    Stage("claims", ("entities", "triples"), ("claims", "conflicts", "claims_stats"), ("claims",),
+    Stage("ingest", (), ("entities", "triples", "ingest_rejects", "dump_versions"), ("ingest",)),
+    Stage("claims", ("entities", "triples"), ("claims", "conflicts", "claims_stats", "claims_changes"), ("claims",),
           ("relations.yaml", "multihop.yaml")),
     # generation runs quality control between its passes
     Stage("generate", ("claims", "conflicts", "entities"),
@@ -338,7 +338,7 @@ def ingest_stage(spark, lake, cfg, dumps) -> str:
             f"rejected ({report.reject_rate:.4%}), above the allowed {report.max_reject_rate:.4%}. "
             "Everything parsed and every reject were written; see table ingest_rejects "
             "(misbench sql \"SELECT * FROM ingest_rejects\").", EXIT_TOO_MANY_REJECTS)
-    return (f"ingest: {report.files} file(s) -> entities {report.entities}, "
+    return (f"ingest: {report.files} file(s) of dump {report.dump_version} -> entities {report.entities}, "
             f"triples {report.triples}, ingest_rejects {report.rejects} "
             f"(lake: {lake.location('entities').rsplit('/', 1)[0]})")
 
@@ -352,7 +352,17 @@ def claims_stage(spark, lake, cfg, two_wiki=()) -> str:
             f"their relation does not change over time), {report.enriched} entities enriched; "
             + (f"{report.retired_slots} evidence slots of changed conflicts removed (generate writes them again); "
                if report.retired_slots else "")
+            + _changes_line(report)
             + "see claims_stats for every fact not kept")
+
+
+def _changes_line(report) -> str:
+    changes = report.changes or {}
+    if not changes.get("unchanged") and not changes.get("changed") and not changes.get("removed"):
+        return ""  # the first build: every claim is new
+    return (f"against the claims before (dump {report.dump_version or 'not recorded'}): "
+            + ", ".join(f"{changes[c]} {c}" for c in ("added", "changed", "removed", "unchanged"))
+            + " (claims_changes); ")
 
 
 def generate_stage(spark, lake, cfg, limit=None) -> str:
@@ -407,10 +417,10 @@ def _evaluation_lines(command: str, cfg, reports, answers: str, tables: str) -> 
     return "\n".join(lines)
 
 
-def evaluate_stage(spark, lake, cfg, models=None, settings=None, source="wikidata") -> str:
+def evaluate_stage(spark, lake, cfg, models=None, settings=None, source="wikidata", version=None) -> str:
     from misbench.evaluate.job import run_evaluate
 
-    reports = run_evaluate(spark, lake, cfg, models=models, settings=settings, source=source)
+    reports = run_evaluate(spark, lake, cfg, models=models, settings=settings, source=source, version=version)
     return _evaluation_lines("evaluate", cfg, reports, "items", "eval_metrics and eval_responses")
 
 

@@ -11,10 +11,12 @@ from dataclasses import dataclass
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from misbench import versions
 from misbench.bench import stage
 from misbench.claims.job import require_one_false_object
 from misbench.config import Config
 from misbench.lake import Lake, drop_older_layout, write_partition
+from misbench.versions import versioned
 
 
 @dataclass(frozen=True)
@@ -37,9 +39,17 @@ def check_options(questions) -> None:
 
 def replace_old_layout(lake: Lake) -> None:
     """Questions of the layout before one question per claim (one per claim and kind: a
-    ``kind`` column, no ``kinds``) are dropped, so this run writes the new layout."""
+    ``kind`` column, no ``kinds``), or before benchmark versions (no ``version_left``), are
+    dropped, so this run writes the new layout."""
     drop_older_layout(lake, "questions", "kinds", stage.SOURCE, "one question per claim and kind",
                       companions=["bench_stats"])
+    drop_older_layout(lake, "questions", "version_left", stage.SOURCE, "no benchmark versions",
+                      companions=["bench_stats", "bench_texts"])
+    drop_older_layout(lake, "bench_texts", "version_left", stage.SOURCE, "no benchmark versions")
+
+
+def stored_rows(lake: Lake, name: str, source: str):
+    return lake.read(name).where(F.col("source") == source) if lake.exists(name) else None
 
 
 def run_bench(spark: SparkSession, lake: Lake, cfg: Config) -> BenchReport:
@@ -49,15 +59,27 @@ def run_bench(spark: SparkSession, lake: Lake, cfg: Config) -> BenchReport:
     require_one_false_object(lake, "bench")
     replace_old_layout(lake)
     settings = cfg.get("bench")
+    # The benchmark version is the dump the claims come from: texts and questions that are
+    # no longer current are retired with it, not deleted (versions.versioned).
+    version = versions.claims_version(lake)
     texts = stage.passing_texts(lake.read("evidence_slots"), lake.read("evidence_qc"), lake.read("evidence"))
     texts = texts.withColumn("source", F.lit(stage.SOURCE)).select(*stage.TEXT_COLUMNS)
+    texts = versioned(stored_rows(lake, "bench_texts", stage.SOURCE), texts, "evidence_id", version)
     write_partition(lake, texts, "bench_texts", stage.SOURCE)
+    stored = stored_rows(lake, "questions", stage.SOURCE)
+    earlier = stored.where(F.col("version_left").isNull()).select(
+        "claim_id", (F.array_position("roles", "memory") - 1).cast("int").alias("memory_position")) \
+        if stored is not None else None
+    current_texts = lake.read("bench_texts").where(
+        (F.col("source") == stage.SOURCE) & F.col("version_left").isNull()).select(*stage.TEXT_COLUMNS)
     questions, left_out = stage.questions(
-        lake.read("claims"), lake.read("conflicts"), lake.read("bench_texts").where(F.col("source") == stage.SOURCE),
-        int(settings["seed"]), settings["unsure_option"], settings["not_in_options_option"])
+        lake.read("claims"), lake.read("conflicts"), current_texts,
+        int(settings["seed"]), settings["unsure_option"], settings["not_in_options_option"],
+        earlier_positions=earlier)
     check_options(questions)
-    write_partition(lake, questions, "questions", stage.SOURCE)
-    questions = lake.read("questions").where(F.col("source") == stage.SOURCE)
+    write_partition(lake, versioned(stored, questions, "claim_id", version, id_column="question_id"),
+                    "questions", stage.SOURCE)
+    questions = lake.read("questions").where((F.col("source") == stage.SOURCE) & F.col("version_left").isNull())
     write_partition(lake, stage.bench_stats(questions, left_out, stage.SOURCE), "bench_stats", stage.SOURCE)
     stats = lake.read("bench_stats").where(F.col("source") == stage.SOURCE).collect()
     # per kind: the questions with misinformation texts of that kind (the style setting shows them all)
@@ -91,12 +113,14 @@ def run_import(spark: SparkSession, lake: Lake, cfg: Config, paths: list, source
     settings = cfg.get("bench")
     records = imports.read_release(spark, [Path(p) for p in paths]).cache()
     claims, conflicts, texts, rejects = imports.as_claims(records, source, int(settings["seed"]))
-    write_partition(lake, texts, "bench_texts", source)
-    questions, left_out = stage.questions(claims, conflicts, lake.read("bench_texts").where(F.col("source") == source),
+    write_partition(lake, versioned(None, texts, "evidence_id", None), "bench_texts", source)
+    stored_texts = lake.read("bench_texts").where(F.col("source") == source).select(*stage.TEXT_COLUMNS)
+    questions, left_out = stage.questions(claims, conflicts, stored_texts,
                                           int(settings["seed"]), settings["unsure_option"],
                                           settings["not_in_options_option"], source=source)
     check_options(questions)
-    write_partition(lake, questions, "questions", source)
+    # imported sets have no dump version: their rows belong to every benchmark version
+    write_partition(lake, versioned(None, questions, "claim_id", None), "questions", source)
     stored = lake.read("questions").where(F.col("source") == source)
     write_partition(lake, stage.bench_stats(stored, left_out, source), "bench_stats", source)
     write_partition(lake, rejects, "import_rejects", source)

@@ -92,13 +92,15 @@ def role_order(question_id: Column, memory_position: Column, seed: Column | int)
 
 def questions(claims: DataFrame, conflicts: DataFrame, texts: DataFrame, seed: int,
               unsure: str = "Unsure", not_in_options: str = "Not in the options",
-              source: str = SOURCE) -> tuple[DataFrame, DataFrame]:
+              source: str = SOURCE, earlier_positions: DataFrame | None = None) -> tuple[DataFrame, DataFrame]:
     """(questions, left_out): one question per claim with at least one passing
     misinformation text of any kind. ``conflicts`` name one false object per claim (the
     claims stage's rule; ``claims.stage.mixed_false_objects`` finds the claims that break it).
     ``left_out`` counts claims per setting and kind that lack what the setting needs, with
     the reason: setting ``all`` is the whole question (kind null) or, with a kind, every
-    setting of that kind."""
+    setting of that kind. ``earlier_positions`` (claim_id, memory_position): the memory answer's
+    place in the questions of an earlier benchmark version, kept on a refresh so that a new
+    question does not move the letters of the others (their prompts stay the same)."""
     by_kind = _texts_by_style(texts.where(F.col("kind") != "correct"))
     misinformation = by_kind.groupBy("claim_id").agg(
         F.map_from_entries(F.collect_list(F.struct("kind", "by_style"))).alias("misinformation_texts"))
@@ -158,9 +160,20 @@ def questions(claims: DataFrame, conflicts: DataFrame, texts: DataFrame, seed: i
 
     # Dealt round-robin in a seeded order within each relation, each relation from its own
     # seeded start letter: every relation, small ones too, spreads evenly over A-E.
-    deal = Window.partitionBy("relation").orderBy(seeded_hash(F.col("question_id"), "deal", seed), "question_id")
+    # On a refresh the earlier questions keep their place and the new ones are dealt on
+    # from where the relation's earlier ones end.
+    if earlier_positions is None:
+        earlier_positions = claims.sparkSession.createDataFrame([], "claim_id string, earlier_position int")
+    else:
+        earlier_positions = earlier_positions.select("claim_id", F.col("memory_position").alias("earlier_position"))
+    kept = kept.join(earlier_positions, "claim_id", "left")
+    is_new = F.col("earlier_position").isNull()
+    deal = Window.partitionBy("relation", is_new).orderBy(seeded_hash(F.col("question_id"), "deal", seed),
+                                                         "question_id")
+    dealt_before = F.count("earlier_position").over(Window.partitionBy("relation"))
     start = F.pmod(seeded_hash(F.col("relation"), "start", seed), F.lit(5))
-    kept = kept.withColumn("memory_position", F.pmod(F.row_number().over(deal) - 1 + start, F.lit(5)).cast("int")) \
+    kept = kept.withColumn("memory_position", F.coalesce(
+        F.col("earlier_position"), F.pmod(F.row_number().over(deal) - 1 + start + dealt_before, F.lit(5))).cast("int")) \
         .withColumn("roles", role_order(F.col("question_id"), F.col("memory_position"), seed))
     text_of = F.create_map(
         F.lit("memory"), F.col("memory_answer"), F.lit("misinformation"), F.col("misinformation_answer"),

@@ -14,6 +14,7 @@ from typing import Sequence
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from misbench import versions
 from misbench.claims import stage
 from misbench.claims.enrich import ENRICHMENT_SCHEMA, enrich_batches
 from misbench.claims.relations import load_pairs, load_relations
@@ -32,6 +33,8 @@ class ClaimsReport:
     enriched: int
     without_temporal: int  # claims of relations that do not change over time: no temporal conflict
     retired_slots: int = 0  # evidence slots whose conflict or claim changed: written again by generate
+    changes: dict | None = None  # added / changed / removed / unchanged -> claims, against the stored claims
+    dump_version: str | None = None
 
 
 def require_one_false_object(lake: Lake, stage_name: str) -> None:
@@ -43,6 +46,28 @@ def require_one_false_object(lake: Lake, stage_name: str) -> None:
             f"{stage_name}: the lake's conflicts were built by an earlier misbench ({mixed} claims name a "
             "different false object per kind; one question per claim needs one). Rebuild them: "
             "misbench run-all --from claims (or misbench claims, then the stages after it)")
+
+
+def record_changes(lake: Lake, claims: DataFrame, conflicts: DataFrame) -> dict:
+    """Compare the new claims with the stored ones and record, for the dump they come from,
+    which were added, changed, removed or stayed (``claims_changes``); returns the counts."""
+    version = versions.latest_version(lake)
+    stored = all(lake.exists(t) for t in ("claims", "conflicts"))
+    changed = stage.changed_conflicts(lake.read("claims"), lake.read("conflicts"), claims, conflicts) if stored \
+        else None
+    changes = versions.claim_changes(changed, lake.read("claims") if stored else None, claims, version)
+    table = versions.CLAIMS_CHANGES
+    if version is None:
+        lake.write(changes, table)  # a lake without recorded dumps: the last run's changes
+    else:
+        if lake.exists(table):
+            earlier = lake.read(table).where(F.col("dump_version") == version)
+            changes = versions.keep_earlier_record(changes, earlier)
+        lake.replace_where(changes, table, {"dump_version": version})
+    rows = lake.read(table)
+    rows = rows.where(F.col("dump_version") == version) if version is not None else rows
+    counts = {row["change"]: row["n"] for row in rows.groupBy("change").agg(F.count("*").alias("n")).collect()}
+    return {change: counts.get(change, 0) for change in versions.CHANGES}
 
 
 def retire_stale_slots(lake: Lake, claims: DataFrame, conflicts: DataFrame) -> int:
@@ -145,7 +170,10 @@ def run_claims(
     lake.write(conflict_rows, "conflicts_staging")
     conflict_rows = lake.read("conflicts_staging")
     claims = stage.claims_with_conflicts(candidates, conflict_rows)
-    retired = retire_stale_slots(lake, claims, conflict_rows.join(claims.select("claim_id"), "claim_id", "left_semi"))
+    kept_conflicts = conflict_rows.join(claims.select("claim_id"), "claim_id", "left_semi")
+    # Recorded before the claims are replaced: the comparison reads the stored ones.
+    changes = record_changes(lake, claims, kept_conflicts)
+    retired = retire_stale_slots(lake, claims, kept_conflicts)
     lake.write(claims, "claims", partition_by=["hop"])
     lake.write(conflict_rows.join(claims.select("claim_id"), "claim_id", "left_semi"), "conflicts")
     lake.write(stage.claims_stats(candidates, lake.read("claims")), "claims_stats")
@@ -159,6 +187,8 @@ def run_claims(
         conflicts=lake.row_count("conflicts"),
         enriched=enriched,
         without_temporal=written.where(~F.col("changes_over_time")).count(),
+        dump_version=versions.latest_version(lake),
         retired_slots=retired,
+        changes=changes,
     )
 

@@ -28,6 +28,7 @@ from misbench.lake import Lake
 from misbench.llm import SamplingParams, answer_words, model_identity
 from misbench.prompts import load_prompt
 from misbench.ids import seeded_hash, stable_id
+from misbench.versions import VERSION_COLUMNS, as_of, resolve_version
 
 log = logging.getLogger(__name__)
 
@@ -86,9 +87,11 @@ def stratified_sample(questions: DataFrame, size: int, seed: int) -> DataFrame:
 class Evaluation:
     """One ``misbench evaluate`` call for one model."""
 
-    def __init__(self, spark: SparkSession, lake: Lake, cfg: Config, source: str, settings: list[str]):
+    def __init__(self, spark: SparkSession, lake: Lake, cfg: Config, source: str, settings: list[str],
+                 version: str | None = None):
         self.spark, self.lake, self.cfg = spark, lake, cfg
         self.source, self.settings = source, settings
+        self.version = version  # the benchmark version (versions.resolve_version)
         self.options = cfg.get("evaluate")
         self.seed = int(self.options["seed"])
         self.llm = cfg.get("llm")
@@ -118,7 +121,7 @@ class Evaluation:
 
     # -- items ---------------------------------------------------------------------------
     def questions(self) -> DataFrame:
-        questions = self.lake.read("questions").where(F.col("source") == self.source)
+        questions = as_of(self.lake, self.lake.read("questions").where(F.col("source") == self.source), self.version)
         require_one_question_per_claim(questions, "evaluate")
         limit = self.options.get("limit")
         if limit:
@@ -271,7 +274,8 @@ def coverage_rows(spark: SparkSession, evaluation: "Evaluation", evaluation_id: 
 
 
 def run_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list[str] | None = None,
-                 settings: list[str] | None = None, source: str = "wikidata") -> list[ModelReport]:
+                 settings: list[str] | None = None, source: str = "wikidata",
+                 version: str | None = None) -> list[ModelReport]:
     import mlflow
 
     from misbench.evaluate import figures, tracking
@@ -287,16 +291,18 @@ def run_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list[str]
         settings.insert(0, "probe")  # Memory / Unknown come from it
     if lake.read("questions").where(F.col("source") == source).isEmpty():
         raise ValueError(f"no questions for source '{source}' (see bench_stats for why claims were left out)")
+    version = resolve_version(lake, version)
     tracking.close_abandoned_runs(tracking.open_experiment(cfg))
     reports = []
     for spec in models or [None]:
         model_cfg = model_config(cfg, spec)
-        evaluation = Evaluation(spark, lake, model_cfg, source, settings)
+        evaluation = Evaluation(spark, lake, model_cfg, source, settings, version)
         questions = evaluation.questions()
-        texts = lake.read("bench_texts").where(F.col("source") == source)
+        texts = as_of(lake, lake.read("bench_texts").where(F.col("source") == source), version)
         with evaluation_run.parent_run("evaluate", evaluation.model, source, {
                 "model": evaluation.model, "backend": evaluation.llm["backend"], "answer_mode": evaluation.mode,
                 "seed": evaluation.seed, "source": source, "settings": ",".join(settings), "runs": evaluation.runs,
+                "benchmark_version": version or "not recorded",
                 "temperature": 0.0, "sampling": SamplingParams(**evaluation.options["generate_sampling"]).key(),
                 **{f"prompt.{key}": f"{prompt.name}:{prompt.sha}" for key, prompt in sorted(evaluation.prompts.items())},
             }) as (parent, evaluation_id):
@@ -318,7 +324,7 @@ def run_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list[str]
             published = evaluation_run.publish(
                 lake, rows, evaluation_id=evaluation_id, model=evaluation.model, mode=evaluation.mode, source=source,
                 hoax=False, settings=settings, stats_table="bench_stats", per_item=responses,
-                per_item_artifact="eval_responses.parquet")
+                per_item_artifact="eval_responses.parquet", benchmark_version=version)
             for name, draw in figures.FIGURES.items():
                 figure = draw(published.metrics, evaluation.model)
                 if figure is not None:
@@ -336,17 +342,20 @@ def run_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list[str]
     return reports
 
 
-def run_export(spark: SparkSession, lake: Lake, cfg: Config, fmt: str, out, source: str) -> str:
-    """Write the question set of ``source`` as ``hf`` or as ``lm-eval`` tasks in evaluation's own
-    prompts; a line saying what was written."""
+def run_export(spark: SparkSession, lake: Lake, cfg: Config, fmt: str, out, source: str,
+               version: str | None = None) -> str:
+    """Write the question set of ``source`` in benchmark ``version`` (None: the latest) as ``hf``
+    or as ``lm-eval`` tasks in evaluation's own prompts; a line saying what was written."""
     from pathlib import Path
 
     from misbench.bench import exports
 
     out = Path(out)
-    questions = lake.read("questions").where(F.col("source") == source)
+    version = resolve_version(lake, version)
+    questions = as_of(lake, lake.read("questions").where(F.col("source") == source), version) \
+        .drop(*VERSION_COLUMNS)
     require_one_question_per_claim(questions, "export")
-    texts = lake.read("bench_texts").where(F.col("source") == source)
+    texts = as_of(lake, lake.read("bench_texts").where(F.col("source") == source), version).drop(*VERSION_COLUMNS)
     if fmt == "hf":
         rows = exports.export_hf(questions, texts, out, name=f"misbench-{source}", styles=cfg.get("generate.styles"))
         return f"export: {rows} questions -> {out / 'data' / 'test.parquet'} with dataset card {out / 'README.md'}"

@@ -119,13 +119,16 @@ def run_id_of_setting(setting_runs: dict[str, str]) -> F.Column:
 
 
 def replace_metrics(lake: Lake, rows: DataFrame, model: str, mode: str | None, source: str,
-                    hoax: bool = False) -> None:
+                    hoax: bool = False, benchmark_version: str | None = None) -> None:
     """This evaluation's rows replace every earlier row of the same model, answer mode (any
     mode when None) and source, MisBench's or MultiHoax's (``hoax_*`` settings) alone: a
-    breakdown an earlier run had and this one lacks must not linger. Earlier evaluations
+    breakdown an earlier run had and this one lacks must not linger; another benchmark version's
+    rows of the model stay (each row names its ``benchmark_version``). Earlier evaluations
     stay in MLflow. One commit that replaces these rows alone: another model's evaluation
     finishing at the same time keeps its own."""
-    equal = {"model": model, "source": source, **({} if mode is None else {"answer_mode": mode})}
+    rows = rows.withColumn("benchmark_version", F.lit(benchmark_version).cast("string"))
+    equal = {"model": model, "source": source, **({} if mode is None else {"answer_mode": mode}),
+             **({} if benchmark_version is None else {"benchmark_version": benchmark_version})}
     hoax_setting = "substr(setting, 1, 5) = 'hoax_'"
     condition = hoax_setting if hoax else f"NOT ({hoax_setting})"
     if lake.exists("eval_metrics") and lake.read("eval_metrics").columns != rows.columns:
@@ -164,14 +167,14 @@ class Published:
 
 def publish(lake: Lake, rows: DataFrame, *, evaluation_id: str, model: str, mode: str | None, source: str,
             hoax: bool, settings: list[str], stats_table: str, per_item: DataFrame,
-            per_item_artifact: str) -> Published:
+            per_item_artifact: str, benchmark_version: str | None = None) -> Published:
     """Store an evaluation's metric rows (replacing the model's earlier ones) and log what a
     reader of its MLflow run needs: every metric row, the headline of each setting (as run
     metrics and ``summary.json``, in the order of ``settings``), the benchmark's make-up
     (``stats_table``) and the answers per item."""
     import mlflow
 
-    replace_metrics(lake, rows, model, mode, source, hoax=hoax)
+    replace_metrics(lake, rows, model, mode, source, hoax=hoax, benchmark_version=benchmark_version)
     table = lake.read("eval_metrics").where(F.col("evaluation_id") == evaluation_id).toPandas()
     mlflow.log_table(table.drop(columns=["computed_at"]), artifact_file="eval_metrics.json")
     found = headline_metrics(lake, evaluation_id)

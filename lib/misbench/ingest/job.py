@@ -17,10 +17,11 @@ from typing import Iterator, Sequence
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
+from misbench import versions
 from misbench.config import Config
 from misbench.ingest import stage
 from misbench.ingest.parse import parse_line_batches
-from misbench.ingest.reader import Split, file_size, open_file, plan_splits, split_lines
+from misbench.ingest.reader import Split, dump_identity, file_size, open_file, plan_splits, split_lines
 from misbench.lake import Lake
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,7 @@ class IngestReport:
     rejects: int
     max_reject_rate: float
     seconds: float = 0.0
+    dump_version: str = ""  # the dump's date, else its checksum (misbench.versions)
 
     @property
     def reject_rate(self) -> float:
@@ -159,6 +161,8 @@ _SPLIT_TABLES = (_write_entities, _write_triples, _write_rejects)
 def run_ingest(spark: SparkSession, lake: Lake, cfg: Config, dumps: Sequence[str]) -> IngestReport:
     started = time.perf_counter()
     paths = resolve_dump_paths(dumps)
+    dump_version = dump_identity(paths)
+    versions.check_dump_order(lake, dump_version, bool(cfg.get("ingest.allow_older_dump")))
     splits = dump_splits(spark, paths, cfg.get("ingest.split_mb"))
     # One pass over the dump; everything after reads the stored parsed rows.
     lake.write_batches(
@@ -191,6 +195,9 @@ def run_ingest(spark: SparkSession, lake: Lake, cfg: Config, dumps: Sequence[str
         rejects=lake.row_count("ingest_rejects"),
         max_reject_rate=float(cfg.get("ingest.max_reject_rate")),
         seconds=time.perf_counter() - started,
+        dump_version=dump_version,
     )
+    # After the tables: the lake holds this dump only once they are written.
+    versions.record_dump(lake, dump_version, paths)
     log.info("ingest: done in %.1f s", report.seconds)
     return report

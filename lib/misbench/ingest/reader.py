@@ -23,9 +23,11 @@ reason, so the caller records a reject instead of failing or silently dropping i
 from __future__ import annotations
 
 import bz2
+import hashlib
+import re
 import zlib
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, Sequence
 
 BLOCK_MAGIC = 0x314159265359
 END_MAGIC = 0x177245385090
@@ -79,6 +81,31 @@ def open_file(source_file: str):
     """A random-access file for the dump file."""
     filesystem, path = _filesystem(source_file)
     return filesystem.open_input_file(path)
+
+
+# Eight digits that read as a date 2001-2099 and are not part of a longer number.
+_DATE_IN_NAME = re.compile(r"(?<!\d)(20\d{2})(0[1-9]|1[0-2])(0[1-9]|[12]\d|3[01])(?!\d)")
+
+
+def dump_identity(paths: Sequence[str]) -> str:
+    """The dump's identity (``dump_version``): the date (YYYYMMDD) its file names carry, as
+    Wikidata names its dumps (``wikidata-20250106-all.json.bz2``), else ``sha256-`` and the
+    first 16 hex digits of the files' bytes in name order (read once, on the driver)."""
+    dates = set()
+    for path in paths:
+        found = _DATE_IN_NAME.search(path.rstrip("/").rsplit("/", 1)[-1])
+        dates.add("".join(found.groups()) if found else None)
+    if len(dates - {None}) > 1:
+        raise ValueError(f"the dump files carry different dates ({', '.join(sorted(dates - {None}))}): "
+                         "ingest one dump at a time")
+    if len(dates) == 1 and None not in dates:
+        return dates.pop()
+    digest = hashlib.sha256()
+    for path in sorted(paths):
+        with open_file(path) as handle:
+            for block in iter(lambda: handle.read(1 << 22), b""):
+                digest.update(block)
+    return "sha256-" + digest.hexdigest()[:16]
 
 
 def file_size(source_file: str) -> int:
