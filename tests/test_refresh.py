@@ -61,9 +61,10 @@ def test_an_older_dump_is_refused_unless_asked_for(spark, lake):
     versions.check_dump_order(lake, "20260101", allow_older=True)
     assert versions.record_dump(lake, "20260101", ["wikidata-20260101-all.json.bz2"]) == 2
     assert versions.latest_version(lake) == "20260101"
-    # a dump the lake took before a later one is older too, dated or not
-    with pytest.raises(versions.OlderDump):
-        versions.check_dump_order(lake, "20260105", allow_older=False)
+    # a dump the lake took before a later one cannot come back, even when asked for
+    for allow in (False, True):
+        with pytest.raises(versions.OlderDump, match="was taken before 20260101"):
+            versions.check_dump_order(lake, "20260105", allow_older=allow)
     assert versions.record_dump(lake, "20260101", ["wikidata-20260101-all.json.bz2"]) == 2  # again: same place
     assert [r["dump_version"] for r in versions.recorded(lake)] == ["20260105", "20260101"]
 
@@ -87,7 +88,7 @@ def test_the_dump_identity_is_its_date_else_its_checksum(tmp_path):
 def test_a_refresh_records_what_changed_and_retires_questions(spark, cfg, bench_root, tmp_path):
     """bench_root: the slice's claims and hand-written texts, then bench (version 1, the slice's
     checksum). A week later a share of its facts changed, some were added and removed."""
-    from misbench.evaluate.job import run_export
+    from misbench.evaluate.job import run_evaluate, run_export
 
     lake = copy_lake(spark, bench_root, tmp_path / "lake")
     run_cfg = cfg.with_overrides([f"lake.root={lake.root}"])
@@ -96,7 +97,14 @@ def test_a_refresh_records_what_changed_and_retires_questions(spark, cfg, bench_
     before_questions = {r.claim_id: r for r in lake.read("questions").collect()}
     assert all(r.version_entered == first and r.version_left is None for r in before_questions.values())
     before_claims = {r.claim_id: r for r in lake.read("claims").collect()}
-    before_texts = {r.evidence_id: r.text for r in lake.read("bench_texts").collect()}
+    def current_texts():
+        return {(r.claim_id, r.kind, r.style): (r.evidence_id, r.text)
+                for r in lake.read("bench_texts").where("version_left IS NULL").collect()}
+
+    before_texts = current_texts()
+    fake = run_cfg.with_overrides(["llm.backend=fake", "evaluate.commit_rows=64"])
+    (evaluated,) = run_evaluate(spark, lake, fake, settings=["probe"])
+    assert evaluated.answered_now == len(before_questions)
 
     # A week later: one claim's subject is renamed (its statements change, same claims), one
     # claim's fact is gone from the graph.
@@ -145,9 +153,22 @@ def test_a_refresh_records_what_changed_and_retires_questions(spark, cfg, bench_
     for claim_id in by_change["changed"] & set(before_questions):
         assert claim_id in retired
         assert claim_id not in current or current[claim_id].question_id != before_questions[claim_id].question_id
+    # a model evaluated before is asked only the questions that entered
+    entered = {r.question_id for r in rows if r.version_entered == "20260105"}
+    assert entered
+    (again_evaluated,) = run_evaluate(spark, lake, fake, settings=["probe"])
+    assert again_evaluated.answered_now == len(entered) and again_evaluated.items == len(current)
+    (older,) = run_evaluate(spark, lake, fake, settings=["probe"], version=first)
+    assert older.answered_now == 0 and older.items == len(before_questions)
+    metrics = lake.read("eval_metrics").where("setting = 'probe' AND metric = 'accuracy' AND kind IS NULL "
+                                              "AND hop IS NULL AND topic IS NULL AND memory IS NULL").collect()
+    assert {(r.benchmark_version, r.n) for r in metrics} == {(first, len(before_questions)),
+                                                            ("20260105", len(current))}
     # the kept texts are byte-identical
-    kept_texts = {r.evidence_id: r.text for r in lake.read("bench_texts").collect() if r.evidence_id in before_texts}
-    assert kept_texts == {k: before_texts[k] for k in kept_texts}
+    # the texts of unchanged claims are the same slots, ids and bytes
+    unchanged_slots = {slot: text for slot, text in current_texts().items() if slot[0] in by_change["unchanged"]}
+    assert unchanged_slots and unchanged_slots == {slot: text for slot, text in before_texts.items()
+                                                   if slot[0] in by_change["unchanged"]}
 
     # each version's questions, as export writes them
     in_first = versions.as_of(lake, questions, first).collect()

@@ -50,7 +50,9 @@ class Stage:
 
 
 STAGES = (
-    Stage("ingest", (), ("entities", "triples", "ingest_rejects", "dump_versions"), ("ingest",)),
+    # allow_older_dump only lets a dump in: not an input of what ingest writes
+    Stage("ingest", (), ("entities", "triples", "ingest_rejects", "dump_versions"), ("ingest",),
+          ignores=("ingest.allow_older_dump",)),
     Stage("claims", ("entities", "triples"), ("claims", "conflicts", "claims_stats", "claims_changes"), ("claims",),
           ("relations.yaml", "multihop.yaml")),
     # generation runs quality control between its passes

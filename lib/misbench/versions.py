@@ -56,11 +56,19 @@ def check_dump_order(lake: Lake, version: str, allow_older: bool) -> None:
     """Refuse a dump older than the lake's latest (by date, or one the lake took before a later
     one) unless ``allow_older``: building from it would retire the newer dump's questions."""
     rows = recorded(lake)
-    if not rows or allow_older or rows[-1]["dump_version"] == version:
+    if not rows or rows[-1]["dump_version"] == version:
         return
     latest = rows[-1]["dump_version"]
     earlier = [row["dump_version"] for row in rows[:-1]]
-    if (_is_date(version) and _is_date(latest) and version < latest) or version in earlier:
+    if version in earlier:
+        # its questions' versions are ordered before the newer ones: taken again, the lake's
+        # history would read backwards
+        raise OlderDump(
+            f"ingest: dump {version} was taken before {latest}, the dump this lake was last built from; "
+            "a lake cannot go back to a dump it already took (build that version in a new lake)")
+    if allow_older:
+        return
+    if _is_date(version) and _is_date(latest) and version < latest:
         raise OlderDump(
             f"ingest: dump {version} is older than {latest}, the dump this lake was last built from; "
             "its questions would retire the newer ones. To go back to it on purpose, pass "

@@ -222,7 +222,10 @@ def test_changed_conflicts_name_the_slots_whose_texts_no_longer_fit(spark):
         ("c", "factual", "T", "C is in T.", None, None, None)], conflict_schema)
     new = spark.createDataFrame([
         ("a", "factual", "W", "A is in W.", None, None, None), ("a", "temporal", "W", "A is in W.", day, day, None),
-        ("a", "semantic", "V", "A is in V.", None, None, "a town"), ("b", "factual", "U", "B is in U.", None, None, None)],
+        ("a", "semantic", "V", "A is in V.", None, None, "a town"), ("b", "factual", "U", "B is in U.", None, None, None),
+        ("b", "temporal", "S", "B is in S.", day, day, None), ("d", "factual", "R", "D is in R.", None, None, None)],
         conflict_schema)
     changed = {tuple(r) for r in stage.changed_conflicts(old_claims, old, new_claims, new).collect()}
-    assert changed == {("a", "temporal"), ("a", "semantic"), ("b", "correct"), ("c", "factual"), ("c", "correct")}
+    # b gained a temporal conflict; d is a new claim (nothing of it was stored)
+    assert changed == {("a", "temporal"), ("a", "semantic"), ("b", "correct"), ("b", "temporal"), ("c", "factual"),
+                       ("c", "correct")}

@@ -212,46 +212,57 @@ def test_kill_during_evaluation_then_rerun_loses_and_duplicates_nothing(spark, b
     assert all({r.response_id: r.chosen_letter for r in after}[k] == v for k, v in before.items())
 
 
-@pytest.mark.chaos  # two real evaluate processes on one lake
-def test_two_evaluations_on_one_lake_at_once_both_finish_with_one_answer_per_item(spark, bench_root, tmp_path):
-    """Two models evaluated by two commands started together: each command's items, queue and
-    chunks are its own tables, commits that race are redone, and both end with one answer
-    per item and their metrics (before, the second command read files the first had just
-    replaced in the shared work tables and died with a Java error)."""
-    lake = copy_lake(spark, bench_root, tmp_path / "lake")
+@pytest.mark.chaos  # three real processes on one lake
+@pytest.mark.e2e  # the run-all lake: questions and hoax questions
+def test_evaluations_of_two_models_and_a_hoax_evaluation_on_one_lake_at_once(spark, run_all_lake, tmp_path):
+    """Three commands started together on one lake: evaluate of two models and hoax-evaluate
+    of the first (what a user tried: with the same model, evaluate died with a Java
+    FILE_NOT_EXIST on a work table the other command's commit had replaced). Each command's
+    items, queue and chunks are its own tables, commits that race are redone: all three
+    finish with one answer per item and their metrics."""
+    root, code, _ = run_all_lake
+    assert code == 0
+    lake = copy_lake(spark, root, tmp_path / "lake")
+    run_all_tables = set(lake.discovered_tables(internal=True))  # run-all's own evaluations'
 
-    def command(model):
-        args = [*MISBENCH_CLI, "evaluate", "--lake", lake.root, "--settings", "probe",
-                "detection", "--model", model, "--set", "spark.master=local[1]"]
-        for setting in [*FAKE, "evaluate.commit_rows=2", "evaluate.limit=2", "llm.fake.seconds_per_request=0.05"]:
+    def command(name, model, seconds, *more):
+        args = [*MISBENCH_CLI, name, "--lake", lake.root, "--model", f"fake:{model}", *more,
+                "--set", "spark.master=local[1]"]
+        for setting in ["evaluate.commit_rows=2", f"llm.fake.seconds_per_request={seconds}"]:
             args += ["--set", setting]
         return args
 
-    models = ("first-model", "second-model")
     # as a user runs them: each command with its own engine registry (the tests' shared one
-    # would hold one engine per slot for both)
+    # would hold one engine per slot for all)
     env = {k: v for k, v in os.environ.items() if k != "MISBENCH_ENGINE_DIR"}
-    jobs = [subprocess.Popen(command(model), cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             text=True, env=env) for model in models]
+    commands = [command("evaluate", "first-model", 2.0, "--settings", "probe", "detection"),
+                command("evaluate", "second-model", 2.0, "--settings", "probe", "detection"),
+                command("hoax-evaluate", "first-model", 1.0, "--tasks", "choice")]
+    jobs = [subprocess.Popen(c, cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+            for c in commands]
     outputs = [job.communicate(timeout=900)[0] for job in jobs]
     for job, output in zip(jobs, outputs):
         assert job.returncode == 0, output[-3000:]
-    responses = lake.read("eval_responses").collect()
+    responses = lake.read("eval_responses").where("model IN ('first-model', 'second-model')").collect()
     ids = [r.response_id for r in responses]
-    assert len(ids) == len(set(ids))
-    # each command's own items table: the responses of its model are exactly its items
-    tables = [t for t in lake.discovered_tables(internal=True) if t.startswith("eval_items_")]
+    assert len(ids) == len(set(ids)) and all(r.error is None for r in responses)
+    groups = {
+        "evaluate first-model": [r for r in responses if r.model == "first-model" and not r.setting.startswith("hoax_")],
+        "evaluate second-model": [r for r in responses if r.model == "second-model"],
+        "hoax-evaluate first-model": [r for r in responses if r.model == "first-model" and r.setting.startswith("hoax_")],
+    }
+    assert len(groups["hoax-evaluate first-model"]) == lake.row_count("hoax_questions")
+    # each evaluate command's own items table: its model's responses are exactly its items
+    tables = [t for t in set(lake.discovered_tables(internal=True)) - run_all_tables if t.startswith("eval_items_")]
     asked = [{r.response_id for r in lake.read(t).select("response_id").collect()} for t in tables]
-    assert len(tables) == 2 and all(asked)
-    spans = []
-    for model in models:
-        answered = [r for r in responses if r.model == model]
-        assert {r.response_id for r in answered} in asked and all(r.error is None for r in answered), model
-        spans.append((min(r.answered_at for r in answered), max(r.answered_at for r in answered)))
-    # the race this is about: each command answered while the other did
+    assert len(tables) == 3 and all(asked)
+    for name, rows in groups.items():
+        assert rows and {r.response_id for r in rows} in asked, name
+    # the race this is about: the commands answered while the others did
+    spans = [(min(r.answered_at for r in rows), max(r.answered_at for r in rows)) for rows in groups.values()]
     assert max(start for start, _ in spans) < min(end for _, end in spans), spans
-    metrics = lake.read("eval_metrics").where("metric = 'accuracy'").collect()
-    assert {r.model for r in metrics} == set(models)
+    metrics = {(r.model, r.setting) for r in lake.read("eval_metrics").where("metric = 'accuracy'").collect()}
+    assert {("first-model", "probe"), ("second-model", "probe"), ("first-model", "hoax_choice")} <= metrics
     assert not [t for t in lake.discovered_tables(internal=True) if t.startswith(("chunk_", "work_", "replace_"))]
 
 

@@ -426,8 +426,9 @@ def substitutes(
     with the true answer, never linked to it by ``links`` (either direction), and never named
     like another substitute of the same claim.
 
-    Seeded and deterministic. Each claim probes ``attempts`` pseudo-random positions of each
-    of its type pools instead of pairing with whole pools (which can hold millions).
+    Seeded and deterministic. Each claim probes ``attempts`` pseudo-random points of each of
+    its type pools (a hash ring) instead of pairing with whole pools (which can hold
+    millions); a pool that gains or loses a candidate changes the probes of its arc only.
     ``plan``: where the pool and the names, each read twice, are computed once (misbench.plans)."""
     types = labels.select("id", F.explode("instance_of").alias("type"))
     pool = (
@@ -436,27 +437,43 @@ def substitutes(
         .distinct()
         .join(types.withColumnRenamed("id", "candidate_id"), "candidate_id")
     )
-    by_pool = Window.partitionBy("pool_relation", "type")
-    pool = pool.withColumn(
-        "position", F.row_number().over(by_pool.orderBy(seeded_hash(F.col("candidate_id"), seed))) - 1
-    ).withColumn("pool_size", F.count("*").over(by_pool)).transform(plan.keep)  # read twice: sizes, probes
-    sizes = pool.select("pool_relation", "type", "pool_size").distinct()
+    # Consistent hashing: each candidate sits at a point of a hash ring, each probe lands at
+    # a point and takes the next candidate on the ring. A candidate that joins or leaves a
+    # pool (a newer dump) moves only the probes of its arc, so the other claims keep their
+    # substitutes and the texts written for them (a position in a sorted pool would move
+    # every probe behind it).
+    pool = pool.withColumn("point", seeded_hash(F.col("candidate_id"), seed)).transform(plan.keep)  # read twice
+    first_on_ring = pool.groupBy("pool_relation", "type").agg(
+        F.min_by("candidate_id", F.struct("point", "candidate_id")).alias("wrapped_id"))
     claims = candidates.where(F.col("object_id").isNotNull()).select(
         "claim_id", "pool_relation", "truth_subject", "object_id", "subject_id"
     )
     probes = (
         claims.join(types.withColumnRenamed("id", "object_id"), "object_id")
-        .join(sizes, ["pool_relation", "type"])
+        .join(first_on_ring, ["pool_relation", "type"])
         .withColumn("attempt", F.explode(F.sequence(F.lit(0), F.lit(attempts - 1))))
-        .withColumn("position", F.pmod(seeded_hash(F.col("claim_id"), F.col("type"), F.col("attempt"), seed),
-                                       F.col("pool_size")))
+        .withColumn("point", seeded_hash(F.col("claim_id"), F.col("type"), F.col("attempt"), seed))
     )
+    probe_columns = ["claim_id", "truth_subject", "object_id", "subject_id", "attempt", "wrapped_id"]
+    # Pool and probes on one line per ring, from the highest point down (a candidate before a
+    # probe at the same point): the last candidate seen is the probe's next one on the ring.
+    ring = pool.select("pool_relation", "type", "point", "candidate_id", F.lit(0).alias("is_probe"),
+                       *[F.lit(None).cast("string").alias(c) if c != "attempt" else F.lit(None).cast("int").alias(c)
+                         for c in probe_columns]) \
+        .unionByName(probes.select("pool_relation", "type", "point", F.lit(None).cast("string").alias("candidate_id"),
+                                   F.lit(1).alias("is_probe"), *probe_columns))
+    down_the_ring = Window.partitionBy("pool_relation", "type").orderBy(F.col("point").desc(), "is_probe") \
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    probed = ring.withColumn("next_id", F.last("candidate_id", ignorenulls=True).over(down_the_ring)) \
+        .where(F.col("is_probe") == 1) \
+        .select("pool_relation", "type", *probe_columns[:-1],
+                F.coalesce("next_id", "wrapped_id").alias("candidate_id"))
     truth = facts.select(
         F.col("subject_id").alias("truth_subject"), F.col("property").alias("pool_relation"),
         F.col("object_id").alias("candidate_id"),
     ).where(F.col("candidate_id").isNotNull())
     found = (
-        probes.join(pool.drop("pool_size"), ["pool_relation", "type", "position"])
+        probed
         .where((F.col("candidate_id") != F.col("object_id"))
                & (F.col("candidate_id") != F.coalesce(F.col("subject_id"), F.lit(""))))
         .join(truth, ["truth_subject", "pool_relation", "candidate_id"], "left_anti")
@@ -614,7 +631,8 @@ def mixed_false_objects(conflicts: DataFrame) -> DataFrame:
 def changed_conflicts(old_claims: DataFrame, old_conflicts: DataFrame, new_claims: DataFrame,
                       new_conflicts: DataFrame) -> DataFrame:
     """(claim_id, kind) whose texts no longer fit: a conflict whose claim, false object,
-    period or description changed or that is gone, and kind ``correct`` where the claim's own
+    period or description changed, that is gone, or that a stored claim newly has (a kind it
+    gained: its claim changed), and kind ``correct`` where the claim's own
     statement changed or the claim is gone. Texts written for them state something the claim
     no longer says."""
     def signed(columns: list[str]) -> Column:
@@ -627,8 +645,13 @@ def changed_conflicts(old_claims: DataFrame, old_conflicts: DataFrame, new_claim
                                   signed(["statement", "object_label"]).alias("signature"))
     new_truth = new_claims.select("claim_id", F.lit("correct").alias("kind"),
                                   signed(["statement", "object_label"]).alias("signature"))
-    return old.unionByName(old_truth).join(new.unionByName(new_truth), ["claim_id", "kind", "signature"],
-                                           "left_anti").select("claim_id", "kind").distinct()
+    before, after = old.unionByName(old_truth), new.unionByName(new_truth)
+    matched = ["claim_id", "kind", "signature"]
+    # both ways: a conflict gone or changed, and one a claim newly has (a kind it gained)
+    gone_or_changed = before.join(after, matched, "left_anti")
+    gained = after.join(before.select("claim_id", "kind"), ["claim_id", "kind"], "left_anti") \
+        .join(before.select("claim_id").distinct(), "claim_id", "left_semi")
+    return gone_or_changed.unionByName(gained).select("claim_id", "kind").distinct()
 
 
 def claims_with_conflicts(candidates: DataFrame, conflict_rows: DataFrame) -> DataFrame:

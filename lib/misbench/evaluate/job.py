@@ -291,7 +291,9 @@ def run_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list[str]
         settings.insert(0, "probe")  # Memory / Unknown come from it
     if lake.read("questions").where(F.col("source") == source).isEmpty():
         raise ValueError(f"no questions for source '{source}' (see bench_stats for why claims were left out)")
-    version = resolve_version(lake, version)
+    if source != "wikidata" and version is not None:
+        raise ValueError(f"--version: imported question sets ('{source}') have no benchmark versions")
+    version = resolve_version(lake, version) if source == "wikidata" else None
     tracking.close_abandoned_runs(tracking.open_experiment(cfg))
     reports = []
     for spec in models or [None]:

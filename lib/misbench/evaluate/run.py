@@ -127,16 +127,24 @@ def replace_metrics(lake: Lake, rows: DataFrame, model: str, mode: str | None, s
     stay in MLflow. One commit that replaces these rows alone: another model's evaluation
     finishing at the same time keeps its own."""
     rows = rows.withColumn("benchmark_version", F.lit(benchmark_version).cast("string"))
-    equal = {"model": model, "source": source, **({} if mode is None else {"answer_mode": mode}),
-             **({} if benchmark_version is None else {"benchmark_version": benchmark_version})}
+    if benchmark_version is not None:  # one row per version of the same metric
+        rows = rows.withColumn("metric_id", stable_id(F.col("metric_id"), F.lit(benchmark_version)))
+    equal = {"model": model, "source": source, **({} if mode is None else {"answer_mode": mode})}
     hoax_setting = "substr(setting, 1, 5) = 'hoax_'"
     condition = hoax_setting if hoax else f"NOT ({hoax_setting})"
+    if benchmark_version is not None:
+        # this version's rows, and the model's rows of no version (before versions were recorded)
+        condition = (f"({condition}) AND (benchmark_version IS NULL OR "
+                     f"benchmark_version = {lake._quoted(benchmark_version)})")
     if lake.exists("eval_metrics") and lake.read("eval_metrics").columns != rows.columns:
         # a table of an older misbench (other columns): rewritten whole, in the new columns
+        stored = lake.read("eval_metrics")
         same = F.col("setting").startswith("hoax_") == F.lit(hoax)
         for column, value in equal.items():
             same = same & (F.col(column) == value)
-        earlier = lake.read("eval_metrics").where(~same)
+        if benchmark_version is not None and "benchmark_version" in stored.columns:
+            same = same & (F.col("benchmark_version").isNull() | (F.col("benchmark_version") == benchmark_version))
+        earlier = stored.where(~same)
         lake.write(earlier.unionByName(rows, allowMissingColumns=True).select(*rows.columns), "eval_metrics")
         return
     lake.replace_where(rows, "eval_metrics", equal, condition)

@@ -197,7 +197,9 @@ def run_ingest(spark: SparkSession, lake: Lake, cfg: Config, dumps: Sequence[str
         seconds=time.perf_counter() - started,
         dump_version=dump_version,
     )
-    # After the tables: the lake holds this dump only once they are written.
-    versions.record_dump(lake, dump_version, paths)
+    # After the tables, and only for a dump that is taken (too many rejects fail the stage):
+    # the lake holds this dump only once they are written.
+    if not report.too_many_rejects:
+        versions.record_dump(lake, dump_version, paths)
     log.info("ingest: done in %.1f s", report.seconds)
     return report
