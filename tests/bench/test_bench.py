@@ -142,6 +142,40 @@ def test_memory_positions_are_dealt_evenly_over_the_letters(spark):
     assert stage.options_problems(questions).count() == 0
 
 
+def test_a_refresh_keeps_earlier_letters_and_deals_new_questions_to_the_letters_held_least(spark):
+    from pyspark.sql import functions as F
+
+    def frames(ids):
+        claims = spark.createDataFrame(
+            [(f"c{i}", 1, "P1", "Topic", "thing", f"Q{i}", f"S{i}", f"Question {i}?", f"Answer {i}") for i in ids],
+            "claim_id string, hop int, relation string, topic string, answer_type string, "
+            "subject_id string, subject_label string, question string, object_label string")
+        conflicts = spark.createDataFrame([(f"c{i}", "factual", f"Wrong {i}", f"Other {i}") for i in ids],
+                                          "claim_id string, kind string, object_label string, irrelevant_label string")
+        texts = spark.createDataFrame([(f"e{i}", "wikidata", f"c{i}", "factual", "wikipedia", "text") for i in ids],
+                                      "evidence_id string, source string, claim_id string, kind string, style string, "
+                                      "text string")
+        return claims, conflicts, texts
+
+    def memory_letters(questions):
+        return {r.claim_id: r.letters["memory"] for r in questions.collect()}
+
+    first, _ = stage.questions(*frames(range(100)), seed=7)
+    before = memory_letters(first)
+    # a week later: 12 questions gone, all of them from letter A and B; 9 new ones
+    gone = sorted(c for c, letter in before.items() if letter in "AB")[:12]
+    ids = [i for i in range(100) if f"c{i}" not in gone] + list(range(100, 109))
+    earlier = first.select("claim_id", (F.array_position("roles", "memory") - 1).cast("int").alias("memory_position"))
+    refreshed, _ = stage.questions(*frames(ids), seed=7, earlier_positions=earlier)
+    after = memory_letters(refreshed)
+    assert all(after[c] == before[c] for c in after if c in before)  # kept letters stay
+    counts = {letter: list(after.values()).count(letter) for letter in stage.LETTERS}
+    new = [after[f"c{i}"] for i in range(100, 109)]
+    assert set(new) <= {"A", "B"}, (counts, new)  # the gaps are filled first
+    assert max(counts.values()) - min(counts.values()) <= 2, counts
+    assert stage.options_problems(refreshed).count() == 0
+
+
 def test_options_equal_after_normalisation_leave_the_question_out(spark):
     claims = spark.createDataFrame([("c1", 1, "P1", "T", "x", "Q1", "S", "Q?", "São Paulo")],
                                    "claim_id string, hop int, relation string, topic string, answer_type string, "

@@ -13,8 +13,10 @@ question and stored (``options`` and ``roles`` aligned, ``letters`` per role). T
 answer's letter is dealt round-robin within each relation, in a seeded order and from a
 seeded start letter per relation, so right answers spread evenly over A-E (within one of
 each other in every relation); the other roles are shuffled around it. The same questions
-get the same letters on every run; adding questions to a relation moves letters within it
-(a moved letter is a new prompt, which evaluation asks again).
+get the same letters on every run. On a refresh (``earlier_positions``) the questions of an
+earlier benchmark version keep their letters (their prompts stay the same, so evaluation does
+not ask them again) and new ones go to the letters their relation holds least: retired
+questions can leave a relation's spread wider than one until new ones fill it.
 
 Pure DataFrame functions; ``misbench.bench.job`` reads and writes the tables.
 """
@@ -160,20 +162,32 @@ def questions(claims: DataFrame, conflicts: DataFrame, texts: DataFrame, seed: i
 
     # Dealt round-robin in a seeded order within each relation, each relation from its own
     # seeded start letter: every relation, small ones too, spreads evenly over A-E.
-    # On a refresh the earlier questions keep their place and the new ones are dealt on
-    # from where the relation's earlier ones end.
+    # On a refresh the earlier questions keep their place; the new ones fill the letters their
+    # relation's kept questions hold least (water-filling: each new question takes the next
+    # free slot by level, ties from the seeded start letter on), so retired questions' gaps
+    # close. With nothing earlier every level starts at 0: the plain round-robin.
     if earlier_positions is None:
         earlier_positions = claims.sparkSession.createDataFrame([], "claim_id string, earlier_position int")
     else:
         earlier_positions = earlier_positions.select("claim_id", F.col("memory_position").alias("earlier_position"))
     kept = kept.join(earlier_positions, "claim_id", "left")
     is_new = F.col("earlier_position").isNull()
-    deal = Window.partitionBy("relation", is_new).orderBy(seeded_hash(F.col("question_id"), "deal", seed),
-                                                         "question_id")
-    dealt_before = F.count("earlier_position").over(Window.partitionBy("relation"))
+    held = kept.groupBy("relation").agg(
+        *[F.count(F.when(F.col("earlier_position") == letter, 1)).alias(f"held_{letter}") for letter in range(5)],
+        F.count(F.when(is_new, 1)).alias("new_questions"))
     start = F.pmod(seeded_hash(F.col("relation"), "start", seed), F.lit(5))
-    kept = kept.withColumn("memory_position", F.coalesce(
-        F.col("earlier_position"), F.pmod(F.row_number().over(deal) - 1 + start + dealt_before, F.lit(5))).cast("int")) \
+    slots = held.where(F.col("new_questions") > 0).select("relation", "new_questions", F.explode(F.array(*[
+        F.struct(F.lit(letter).alias("letter"), F.col(f"held_{letter}").alias("held"),
+                 F.pmod(F.lit(letter) - start, F.lit(5)).alias("after_start")) for letter in range(5)])).alias("slot")) \
+        .select("relation", "new_questions", "slot.*") \
+        .withColumn("level", F.explode(F.sequence(F.col("held"), F.col("held") + F.col("new_questions") - 1))) \
+        .withColumn("rank", F.row_number().over(Window.partitionBy("relation").orderBy("level", "after_start"))) \
+        .where(F.col("rank") <= F.col("new_questions")).select("relation", "rank", F.col("letter").alias("dealt"))
+    deal = Window.partitionBy("relation").orderBy(seeded_hash(F.col("question_id"), "deal", seed), "question_id")
+    dealt = kept.where(is_new).withColumn("rank", F.row_number().over(deal)).join(slots, ["relation", "rank"]) \
+        .select("claim_id", "dealt")
+    kept = kept.join(dealt, "claim_id", "left") \
+        .withColumn("memory_position", F.coalesce("earlier_position", "dealt").cast("int")) \
         .withColumn("roles", role_order(F.col("question_id"), F.col("memory_position"), seed))
     text_of = F.create_map(
         F.lit("memory"), F.col("memory_answer"), F.lit("misinformation"), F.col("misinformation_answer"),
