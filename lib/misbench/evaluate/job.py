@@ -289,11 +289,12 @@ def run_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list[str]
         raise ConfigError(f"unknown settings {unknown}; known: {', '.join(stage.SETTINGS)}")
     if "probe" not in settings:
         settings.insert(0, "probe")  # Memory / Unknown come from it
-    if lake.read("questions").where(F.col("source") == source).isEmpty():
-        raise ValueError(f"no questions for source '{source}' (see bench_stats for why claims were left out)")
     if source != "wikidata" and version is not None:
         raise ValueError(f"--version: imported question sets ('{source}') have no benchmark versions")
     version = resolve_version(lake, version) if source == "wikidata" else None
+    if as_of(lake, lake.read("questions").where(F.col("source") == source), version).isEmpty():
+        raise ValueError(f"no questions for source '{source}'" + (f" in version {version}" if version else "")
+                         + " (see bench_stats for why claims were left out)")
     tracking.close_abandoned_runs(tracking.open_experiment(cfg))
     reports = []
     for spec in models or [None]:
@@ -358,12 +359,15 @@ def run_export(spark: SparkSession, lake: Lake, cfg: Config, fmt: str, out, sour
         .drop(*VERSION_COLUMNS)
     require_one_question_per_claim(questions, "export")
     texts = as_of(lake, lake.read("bench_texts").where(F.col("source") == source), version).drop(*VERSION_COLUMNS)
+    named = f" of benchmark version {version}" if version else ""
     if fmt == "hf":
         rows = exports.export_hf(questions, texts, out, name=f"misbench-{source}", styles=cfg.get("generate.styles"))
-        return f"export: {rows} questions -> {out / 'data' / 'test.parquet'} with dataset card {out / 'README.md'}"
+        return (f"export: {rows} questions{named} -> {out / 'data' / 'test.parquet'} "
+                f"with dataset card {out / 'README.md'}")
     if fmt == "lm-eval":
         prompts = {setting: load_prompt(name) for setting, name in stage.PROMPTS.items()}
         items = stage.choice_items(questions, texts, prompts)
         tasks = exports.export_lm_eval(items, out)
-        return f"export: lm-eval tasks {', '.join(tasks)} (group misbench) -> {out}; run with --include_path {out}"
+        return (f"export: lm-eval tasks {', '.join(tasks)} (group misbench){named} -> {out}; "
+                f"run with --include_path {out}")
     raise ValueError(f"--format '{fmt}' is not one of hf, lm-eval")
