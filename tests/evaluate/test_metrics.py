@@ -254,7 +254,7 @@ def test_style_results_normalise_mr_across_the_styles_of_each_hop(spark):
     rows.append(("m", "logprobs", "wikidata", "single", "memorization_ratio", 0.9, 3, 1, "news"))  # another setting
     frame = spark.createDataFrame(rows, "model string, answer_mode string, source string, setting string, "
                                         "metric string, value double, n long, hop int, style string")
-    for column in ("kind", "topic", "memory"):
+    for column in ("kind", "topic", "memory", "benchmark_version"):
         frame = frame.withColumn(column, F.lit(None).cast("string"))
     frame.createOrReplaceTempView("eval_metrics")
     try:
