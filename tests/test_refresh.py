@@ -11,6 +11,7 @@ from misbench import versions
 from misbench.bench.job import run_bench
 from misbench.claims.job import run_claims
 from misbench.ingest.job import run_ingest
+from tests.bench.handmade import handmade_texts
 from tests.conftest import PROJECT, SLICE_ENTITIES, SLICE_JSON, copy_lake
 
 
@@ -116,6 +117,10 @@ def test_a_refresh_records_what_changed_and_retires_questions(spark, cfg, bench_
     run_ingest(spark, lake, run_cfg, [str(newer)])
     assert versions.latest_version(lake) == "20260105"
     report = run_claims(spark, lake, run_cfg)
+    # The refresh's generation, by hand: texts for every slot, failing where they failed before.
+    failed_before = {(r.claim_id, r.kind, r.style) for r in lake.read("evidence_qc").where("NOT passed").collect()}
+    index = {r.claim_id: i for i, r in enumerate(lake.read("claims").orderBy("claim_id").collect())}
+    handmade_texts(spark, lake, {(index[c], kind, style): True for c, kind, style in failed_before if c in index})
 
     changes = {r.claim_id: r for r in lake.read("claims_changes").where("dump_version = '20260105'").collect()}
     after_claims = {r.claim_id: r for r in lake.read("claims").collect()}

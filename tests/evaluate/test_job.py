@@ -213,17 +213,18 @@ def test_kill_during_evaluation_then_rerun_loses_and_duplicates_nothing(spark, b
 
 
 @pytest.mark.chaos  # three real processes on one lake
-@pytest.mark.e2e  # the run-all lake: questions and hoax questions
-def test_evaluations_of_two_models_and_a_hoax_evaluation_on_one_lake_at_once(spark, run_all_lake, tmp_path):
+def test_evaluations_of_two_models_and_a_hoax_evaluation_on_one_lake_at_once(spark, cfg, bench_root, tmp_path):
     """Three commands started together on one lake: evaluate of two models and hoax-evaluate
     of the first (what a user tried: with the same model, evaluate died with a Java
     FILE_NOT_EXIST on a work table the other command's commit had replaced). Each command's
     items, queue and chunks are its own tables, commits that race are redone: all three
     finish with one answer per item and their metrics."""
-    root, code, _ = run_all_lake
-    assert code == 0
-    lake = copy_lake(spark, root, tmp_path / "lake")
-    run_all_tables = set(lake.discovered_tables(internal=True))  # run-all's own evaluations'
+    from misbench.hoax.job import run_hoax
+
+    lake = copy_lake(spark, bench_root, tmp_path / "lake")
+    run_hoax(spark, lake, cfg.with_overrides([f"lake.root={lake.root}", "llm.backend=fake"]))
+    assert lake.row_count("hoax_questions") and lake.row_count("questions")
+    earlier_tables = set(lake.discovered_tables(internal=True))
 
     def command(name, model, seconds, *more):
         args = [*MISBENCH_CLI, name, "--lake", lake.root, "--model", f"fake:{model}", *more,
@@ -237,7 +238,7 @@ def test_evaluations_of_two_models_and_a_hoax_evaluation_on_one_lake_at_once(spa
     env = {k: v for k, v in os.environ.items() if k != "MISBENCH_ENGINE_DIR"}
     commands = [command("evaluate", "first-model", 2.0, "--settings", "probe", "detection"),
                 command("evaluate", "second-model", 2.0, "--settings", "probe", "detection"),
-                command("hoax-evaluate", "first-model", 1.0, "--tasks", "choice")]
+                command("hoax-evaluate", "first-model", 4.0, "--tasks", "choice")]
     jobs = [subprocess.Popen(c, cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
             for c in commands]
     outputs = [job.communicate(timeout=900)[0] for job in jobs]
@@ -253,14 +254,17 @@ def test_evaluations_of_two_models_and_a_hoax_evaluation_on_one_lake_at_once(spa
     }
     assert len(groups["hoax-evaluate first-model"]) == lake.row_count("hoax_questions")
     # each evaluate command's own items table: its model's responses are exactly its items
-    tables = [t for t in set(lake.discovered_tables(internal=True)) - run_all_tables if t.startswith("eval_items_")]
+    tables = [t for t in set(lake.discovered_tables(internal=True)) - earlier_tables if t.startswith("eval_items_")]
     asked = [{r.response_id for r in lake.read(t).select("response_id").collect()} for t in tables]
     assert len(tables) == 3 and all(asked)
     for name, rows in groups.items():
         assert rows and {r.response_id for r in rows} in asked, name
-    # the race this is about: the commands answered while the others did
+    # the races this is about: evaluate answered while hoax-evaluate of the same model did, and
+    # while the other model's evaluate did (the hoax set is small: it may end before the third
+    # command's first answer)
     spans = [(min(r.answered_at for r in rows), max(r.answered_at for r in rows)) for rows in groups.values()]
-    assert max(start for start, _ in spans) < min(end for _, end in spans), spans
+    for pair in ((spans[0], spans[2]), (spans[0], spans[1])):
+        assert max(start for start, _ in pair) < min(end for _, end in pair), spans
     metrics = {(r.model, r.setting) for r in lake.read("eval_metrics").where("metric = 'accuracy'").collect()}
     assert {("first-model", "probe"), ("second-model", "probe"), ("first-model", "hoax_choice")} <= metrics
     assert not [t for t in lake.discovered_tables(internal=True) if t.startswith(("chunk_", "work_", "replace_"))]
