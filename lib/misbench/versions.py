@@ -76,8 +76,8 @@ def check_dump_order(lake: Lake, version: str, allow_older: bool) -> None:
 
 
 def record_dump(lake: Lake, version: str, paths: Sequence[str]) -> int:
-    """Record that the lake's ingest tables now hold ``version``; returns its sequence. A dump
-    taken again keeps its place if it is the latest, else it becomes the latest."""
+    """Record that the lake's ingest tables now hold ``version``; returns its sequence. The
+    latest dump taken again keeps its place (``check_dump_order`` refuses an earlier one)."""
     rows = recorded(lake)
     if rows and rows[-1]["dump_version"] == version:
         sequence = rows[-1]["sequence"]
@@ -89,11 +89,16 @@ def record_dump(lake: Lake, version: str, paths: Sequence[str]) -> int:
     return sequence
 
 
-def resolve_version(lake: Lake, version: str | None) -> str | None:
-    """The benchmark version a command asked for (None: the latest), checked against the lake."""
-    rows = recorded(lake)
+def resolve_version(lake: Lake, version: str | None, source: str = "wikidata") -> str | None:
+    """The benchmark version a command asked for (None: the latest), checked against the lake.
+    Imported question sets (any other ``source``) have none."""
+    if source != "wikidata":
+        if version is not None:
+            raise ValueError(f"--version: imported question sets ('{source}') have no benchmark versions")
+        return None
     if version is None:
-        return rows[-1]["dump_version"] if rows else None
+        return latest_version(lake)
+    rows = recorded(lake)
     if version not in {row["dump_version"] for row in rows}:
         known = ", ".join(row["dump_version"] for row in rows) or "none recorded"
         raise ValueError(f"benchmark version '{version}' is not a dump this lake was built from (known: {known})")
@@ -122,6 +127,13 @@ def as_of(lake: Lake, frame: DataFrame, version: str | None) -> DataFrame:
     return frame.where(entered & not_left)
 
 
+def entering_with(frame: DataFrame, version: str | None) -> DataFrame:
+    """``frame``'s rows as entering with ``version`` (None: rows of no version, which belong to
+    every version: imported sets)."""
+    return frame.withColumn("version_entered", F.lit(version).cast("string")) \
+        .withColumn("version_left", F.lit(None).cast("string"))
+
+
 def _canonical(column: Column, data_type: T.DataType) -> Column:
     """The column with every map as its entries sorted by key: maps built by aggregation
     list their keys in no fixed order, which must not read as a change."""
@@ -147,10 +159,8 @@ def versioned(stored: DataFrame | None, current: DataFrame, key: str, version: s
     the row's content, hashed), so the id stays unique over every version and answers of an older version still
     join the row they answered; the id is not part of the comparison."""
     columns = current.columns
-    fresh = current.withColumn("version_entered", F.lit(version).cast("string")) \
-        .withColumn("version_left", F.lit(None).cast("string"))
     if stored is None or version is None:
-        return fresh
+        return entering_with(current, version)
     if "version_left" not in stored.columns:  # stored before versions: it entered with no version
         stored = stored.withColumn("version_entered", F.lit(None).cast("string")) \
             .withColumn("version_left", F.lit(None).cast("string"))
@@ -174,8 +184,7 @@ def versioned(stored: DataFrame | None, current: DataFrame, key: str, version: s
             .withColumn(id_column, F.when(F.col("_taken").isNull(), F.col(id_column))
                         .otherwise(stable_id(F.col(id_column), F.lit(version), F.col("_signature"))))
         entering = entering.drop("_taken")
-    entering = entering.withColumn("version_entered", F.lit(version).cast("string")) \
-        .withColumn("version_left", F.lit(None).cast("string"))
+    entering = entering_with(entering, version)
     order = [*columns, *VERSION_COLUMNS]
     return kept.select(*order).unionByName(leaving.select(*order)).unionByName(entering.select(*order)) \
         .unionByName(retired.select(*order))

@@ -16,7 +16,7 @@ from misbench.bench import stage
 from misbench.claims.job import require_one_false_object
 from misbench.config import Config
 from misbench.lake import Lake, drop_older_layout, write_partition
-from misbench.versions import versioned
+from misbench.versions import entering_with, versioned
 
 
 @dataclass(frozen=True)
@@ -113,14 +113,14 @@ def run_import(spark: SparkSession, lake: Lake, cfg: Config, paths: list, source
     settings = cfg.get("bench")
     records = imports.read_release(spark, [Path(p) for p in paths]).cache()
     claims, conflicts, texts, rejects = imports.as_claims(records, source, int(settings["seed"]))
-    write_partition(lake, versioned(None, texts, "evidence_id", None), "bench_texts", source)
+    # imported sets have no dump version: their rows belong to every benchmark version
+    write_partition(lake, entering_with(texts, None), "bench_texts", source)
     stored_texts = lake.read("bench_texts").where(F.col("source") == source).select(*stage.TEXT_COLUMNS)
     questions, left_out = stage.questions(claims, conflicts, stored_texts,
                                           int(settings["seed"]), settings["unsure_option"],
                                           settings["not_in_options_option"], source=source)
     check_options(questions)
-    # imported sets have no dump version: their rows belong to every benchmark version
-    write_partition(lake, versioned(None, questions, "claim_id", None), "questions", source)
+    write_partition(lake, entering_with(questions, None), "questions", source)
     stored = lake.read("questions").where(F.col("source") == source)
     write_partition(lake, stage.bench_stats(stored, left_out, source), "bench_stats", source)
     write_partition(lake, rejects, "import_rejects", source)

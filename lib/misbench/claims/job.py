@@ -20,6 +20,7 @@ from misbench.claims.enrich import ENRICHMENT_SCHEMA, enrich_batches
 from misbench.claims.relations import load_pairs, load_relations
 from misbench.config import Config
 from misbench.lake import Lake
+from misbench.plans import LocalCheckpoints
 
 log = logging.getLogger(__name__)
 
@@ -48,14 +49,22 @@ def require_one_false_object(lake: Lake, stage_name: str) -> None:
             "misbench run-all --from claims (or misbench claims, then the stages after it)")
 
 
-def record_changes(lake: Lake, claims: DataFrame, conflicts: DataFrame) -> dict:
-    """Compare the new claims with the stored ones and record, for the dump they come from,
-    which were added, changed, removed or stayed (``claims_changes``); returns the counts."""
+def changed_since_stored(lake: Lake, claims: DataFrame, conflicts: DataFrame) -> DataFrame | None:
+    """(claim_id, kind) whose texts no longer fit (``stage.changed_conflicts``) against the
+    stored claims and conflicts, computed once here: recording the changes and retiring stale
+    slots both read it, and it must be read before the new claims replace the stored ones.
+    None when nothing is stored."""
+    if not all(lake.exists(t) for t in ("claims", "conflicts")):
+        return None
+    return LocalCheckpoints().keep(
+        stage.changed_conflicts(lake.read("claims"), lake.read("conflicts"), claims, conflicts))
+
+
+def record_changes(lake: Lake, claims: DataFrame, changed: DataFrame | None) -> tuple[str | None, dict]:
+    """Record, for the dump the new claims come from, which were added, changed, removed or
+    stayed against the stored ones (``claims_changes``); returns the version and the counts."""
     version = versions.latest_version(lake)
-    stored = all(lake.exists(t) for t in ("claims", "conflicts"))
-    changed = stage.changed_conflicts(lake.read("claims"), lake.read("conflicts"), claims, conflicts) if stored \
-        else None
-    changes = versions.claim_changes(changed, lake.read("claims") if stored else None, claims, version)
+    changes = versions.claim_changes(changed, lake.read("claims") if changed is not None else None, claims, version)
     table = versions.CLAIMS_CHANGES
     if version is None:
         lake.write(changes, table)  # a lake without recorded dumps: the last run's changes
@@ -67,17 +76,16 @@ def record_changes(lake: Lake, claims: DataFrame, conflicts: DataFrame) -> dict:
     rows = lake.read(table)
     rows = rows.where(F.col("dump_version") == version) if version is not None else rows
     counts = {row["change"]: row["n"] for row in rows.groupBy("change").agg(F.count("*").alias("n")).collect()}
-    return {change: counts.get(change, 0) for change in versions.CHANGES}
+    return version, {change: counts.get(change, 0) for change in versions.CHANGES}
 
 
-def retire_stale_slots(lake: Lake, claims: DataFrame, conflicts: DataFrame) -> int:
+def retire_stale_slots(lake: Lake, changed: DataFrame | None) -> int:
     """Before new claims and conflicts replace the stored ones: the evidence slots of the
     (claim, kind) pairs whose conflict or claim changed are removed, so no question is built
     from a text that states an older conflict (the next generation run writes them again).
     Returns how many slots were removed."""
-    if not all(lake.exists(t) for t in ("claims", "conflicts", "evidence_slots")):
+    if changed is None or not lake.exists("evidence_slots"):
         return 0
-    changed = stage.changed_conflicts(lake.read("claims"), lake.read("conflicts"), claims, conflicts)
     slots = lake.read("evidence_slots")
     stale = slots.join(changed, ["claim_id", "kind"], "left_semi").count()
     if stale:
@@ -172,8 +180,9 @@ def run_claims(
     claims = stage.claims_with_conflicts(candidates, conflict_rows)
     kept_conflicts = conflict_rows.join(claims.select("claim_id"), "claim_id", "left_semi")
     # Recorded before the claims are replaced: the comparison reads the stored ones.
-    changes = record_changes(lake, claims, kept_conflicts)
-    retired = retire_stale_slots(lake, claims, kept_conflicts)
+    changed = changed_since_stored(lake, claims, kept_conflicts)
+    dump_version, changes = record_changes(lake, claims, changed)
+    retired = retire_stale_slots(lake, changed)
     lake.write(claims, "claims", partition_by=["hop"])
     lake.write(conflict_rows.join(claims.select("claim_id"), "claim_id", "left_semi"), "conflicts")
     lake.write(stage.claims_stats(candidates, lake.read("claims")), "claims_stats")
@@ -187,7 +196,7 @@ def run_claims(
         conflicts=lake.row_count("conflicts"),
         enriched=enriched,
         without_temporal=written.where(~F.col("changes_over_time")).count(),
-        dump_version=versions.latest_version(lake),
+        dump_version=dump_version,
         retired_slots=retired,
         changes=changes,
     )

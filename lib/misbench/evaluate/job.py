@@ -289,9 +289,7 @@ def run_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list[str]
         raise ConfigError(f"unknown settings {unknown}; known: {', '.join(stage.SETTINGS)}")
     if "probe" not in settings:
         settings.insert(0, "probe")  # Memory / Unknown come from it
-    if source != "wikidata" and version is not None:
-        raise ValueError(f"--version: imported question sets ('{source}') have no benchmark versions")
-    version = resolve_version(lake, version) if source == "wikidata" else None
+    version = resolve_version(lake, version, source)
     if as_of(lake, lake.read("questions").where(F.col("source") == source), version).isEmpty():
         raise ValueError(f"no questions for source '{source}'" + (f" in version {version}" if version else "")
                          + " (see bench_stats for why claims were left out)")
@@ -354,7 +352,7 @@ def run_export(spark: SparkSession, lake: Lake, cfg: Config, fmt: str, out, sour
     from misbench.bench import exports
 
     out = Path(out)
-    version = resolve_version(lake, version)
+    version = resolve_version(lake, version, source)
     questions = as_of(lake, lake.read("questions").where(F.col("source") == source), version) \
         .drop(*VERSION_COLUMNS)
     require_one_question_per_claim(questions, "export")
