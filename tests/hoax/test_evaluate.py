@@ -102,6 +102,8 @@ def test_mlflow_run_has_a_nested_run_per_task_with_figures(evaluated):
 
 def test_rerun_asks_nothing_and_imported_questions_evaluate_too(spark, evaluated):
     lake, run_cfg, (report,) = evaluated
+    # the first run's new answers are the model's answers, the judge's replies not among them
+    assert report.answered_now == report.answers
     before = lake.read("eval_responses").count()
     (again,) = run_hoax_evaluate(spark, lake, run_cfg)
     assert again.answered_now == 0 and lake.read("eval_responses").count() == before

@@ -142,11 +142,11 @@ def run_hoax_evaluate(spark: SparkSession, lake: Lake, cfg: Config, models: list
                 judge_mode, judge_fallback = mode, fallback
                 produce = eval_stage.answer_batches(judge_llm, judge_mode, _greedy(4, seed), run_id, judge_fallback,
                                                     "hoax judge")
-                count, judged = evaluation_run.answer_items(
+                # the judge's replies are not the evaluated model's answers: not counted as new ones
+                _, judged = evaluation_run.answer_items(
                     lake, options, judge_llm, judge_model, judge_mode,
                     answers.judge_items(questions, justifications, prompts["judge"], answer_words(judge_llm)),
                     produce, command=f"{COMMAND} judging {model}", source=source)
-                answered += count
                 pairs = justifications.where(F.col("raw_answer").isNotNull()).join(
                     questions.select("question_id", "explanation"), "question_id").select(
                     "response_id", F.col("raw_answer").alias("justification"), "explanation")
