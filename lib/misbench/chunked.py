@@ -14,9 +14,10 @@ import math
 import re
 import threading
 import time
+import uuid
 from typing import Callable, Iterator
 
-from pyspark.sql import Column, DataFrame, Row
+from pyspark.sql import Column, DataFrame, Observation, Row
 from pyspark.sql import functions as F
 
 from misbench.ids import digest, seeded_hash
@@ -165,6 +166,26 @@ def recover_chunk(lake: Lake, target: str, key: str, scope: str = "") -> None:
             lake.drop(staged)
 
 
+def _store_then_commit(lake: Lake, produced: DataFrame, rows: DataFrame, key: str, chunk_table: str,
+                       replace_table: str, target: str, replaces: bool) -> DataFrame:
+    """A chunk's output stored in ``chunk_table``, then committed: appended to ``target``, or
+    where it ``replaces`` keys the target holds, those rows into ``replace_table`` (merged once
+    at the end of the pass: a pass re-checking every row then reads the target once). Returns
+    the stored chunk."""
+    lake.write(produced, chunk_table)
+    written = lake.read(chunk_table)
+    if replaces:
+        # The side table first: where ``rows`` is the queue itself (one chunk) it flags keys by
+        # reading the target, and a lake that reads its newest version (Spark's Delta) would
+        # flag the rows just appended too.
+        replaced = rows.where("_replaces").select(key)
+        lake.write(written.join(replaced, key, "left_semi").coalesce(1), replace_table, mode="append")
+        lake.write(written.join(replaced, key, "left_anti").coalesce(1), target, mode="append")
+    else:
+        lake.write(written.coalesce(1), target, mode="append")
+    return written
+
+
 def run_chunks(
     lake: Lake, queue: DataFrame, total: int, function: Callable, schema: str, target: str, key: str,
     chunk_rows: int, tasks: int, gpus_per_task: float = 0, *, label: str, engine: str,
@@ -172,8 +193,11 @@ def run_chunks(
     totals: dict[str, Column] | None = None, scope: str = "",
 ) -> Iterator[Row]:
     """Run ``function`` over ``queue`` (``total`` rows) chunk by chunk; each chunk's output is
-    committed into ``target``, then summed in one Spark job and yielded: ``rows``, ``units``
-    and the caller's ``totals`` (aggregate columns over the chunk's output, by name).
+    committed into ``target`` and yielded with its sums (gathered while its rows are written):
+    ``rows``, ``units`` and the caller's ``totals`` (aggregate columns over the chunk's output,
+    by name). Where the lake retries a conflicting commit without running the query again
+    (delta-rs), a chunk of new keys is one Spark job: the model's rows written into ``target``
+    and committed; elsewhere the chunk is stored first (``chunk_<target>``), then appended.
 
     A commit costs what its chunk costs, however large ``target`` has grown: the tasks write
     the chunk's files and the driver commits only their names (no rows pass through it). Rows
@@ -211,31 +235,31 @@ def run_chunks(
         if target_exists else set()
     profile = gpu_profile(float(gpus_per_task)) if gpus_per_task else None
     progress = PassProgress(label, total, progress_every_s, unit)
+    sums = [F.count("*").alias("rows"), (F.sum(units_column) if units_column else F.count("*")).alias("units"),
+            *[column.alias(name) for name, column in (totals or {}).items()]]
     for chunk in range(chunks):
         rows = work.where(F.col("_chunk") == chunk)
         part = rows.drop("_chunk", "_replaces").repartition(tasks)
         produced = part.mapInPandas(function, schema, profile=profile)
+        # The chunk's sums gathered while its rows are written, not by a Spark job of their own
+        # (Spark Connect sessions: summed from the stored chunk).
+        observation = Observation(f"chunk_{chunk}_{uuid.uuid4().hex[:8]}") if hasattr(produced, "_jdf") else None
+        if observation is not None:
+            produced = produced.observe(observation, *sums)
         progress.chunk_started(chunk, chunks)
         try:
-            # Stored before committing: a model must not run twice for one row, and the
-            # stored chunk is what recover_chunk finishes after a kill.
-            lake.write(produced, chunk_table)
-            written = lake.read(chunk_table)
-            if chunk in replacing:
-                # Rows replacing ones the target holds wait in a side table, merged once at the
-                # end of the pass: a pass re-checking every row then reads the target once.
-                # The side table first: where ``rows`` is the queue itself (one chunk) it flags
-                # keys by reading the target, and a lake that reads its newest version (Spark's
-                # Delta) would flag the rows just appended too.
-                replaced = rows.where("_replaces").select(key)
-                lake.write(written.join(replaced, key, "left_semi").coalesce(1), replace_table, mode="append")
-                lake.write(written.join(replaced, key, "left_anti").coalesce(1), target, mode="append")
+            if observation is not None and chunk not in replacing and not lake.retry_recomputes:
+                # Straight into the target: one Spark job per chunk, the model's rows written and
+                # committed once (a conflicting commit is retried, never the query). A kill
+                # before the commit leaves files no table version lists: the chunk is asked again.
+                lake.write(produced, target, mode="append")
             else:
-                lake.write(written.coalesce(1), target, mode="append")
-            done = written.agg(
-                F.count("*").alias("rows"),
-                (F.sum(units_column) if units_column else F.count("*")).alias("units"),
-                *[column.alias(name) for name, column in (totals or {}).items()]).first()
+                # Stored before committing: a model must not run twice for one row (a Spark writer
+                # retrying a conflict runs the query again), and the stored chunk is what
+                # recover_chunk finishes after a kill.
+                written = _store_then_commit(lake, produced, rows, key, chunk_table, replace_table, target,
+                                             chunk in replacing)
+            done = Row(**observation.get) if observation is not None else written.agg(*sums).first()
         except Exception as error:
             cause = worker_crash_cause(error)
             if cause is not None:

@@ -110,6 +110,12 @@ class TableInfo:
 class Lake(ABC):
     """Read, write, upsert and list the project's Delta tables by logical name."""
 
+    # Whether write() retries a conflicting commit by running the DataFrame's query again
+    # (Spark's Delta writer retries the whole write); delta-rs retries only the commit of the
+    # files already written. A model's output is written straight into its table only where
+    # not (misbench.chunked).
+    retry_recomputes = True
+
     def __init__(self, spark: SparkSession, known_tables: Sequence[str] = ()):
         self.spark = spark
         self.known_tables = list(known_tables)
@@ -383,6 +389,7 @@ ADD_ACTION_SCHEMA = (
 
 
 class DeltaRsLake(Lake):
+    retry_recomputes = False
     def __init__(self, spark: SparkSession, root: str, known_tables: Sequence[str] = ()):
         super().__init__(spark, known_tables)
         if "://" in root:
