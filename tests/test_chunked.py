@@ -21,6 +21,19 @@ KILLED = ("org.apache.spark.SparkException: Job aborted due to stage failure: ..
           "Caused by: java.io.EOFException")
 
 
+def recorded_writes(lake) -> list[str]:
+    """The names of the tables ``lake`` writes from now on, in order."""
+    writes = []
+    original = lake.write
+
+    def recording_write(df, name, *args, **kwargs):
+        writes.append(name)
+        return original(df, name, *args, **kwargs)
+
+    lake.write = recording_write
+    return writes
+
+
 def test_worker_crash_causes_are_read_from_sparks_error():
     assert worker_crash_cause(RuntimeError(SEGFAULT)) == "Fatal Python error: Segmentation fault"
     assert "SIGKILL" in worker_crash_cause(RuntimeError(KILLED))
@@ -109,14 +122,7 @@ def test_a_pass_that_fits_one_chunk_reads_the_queue_as_it_is_and_still_merges_kn
     schema = "key string, value string"
     lake.write(spark.createDataFrame([(f"k{i}", "old") for i in range(4)], schema), "target")
     lake.write(spark.createDataFrame([(f"k{i}",) for i in range(2, 8)], "key string"), "queue")
-    writes = []
-    original = lake.write
-
-    def recording_write(df, name, *args, **kwargs):
-        writes.append(name)
-        return original(df, name, *args, **kwargs)
-
-    lake.write = recording_write
+    writes = recorded_writes(lake)
 
     def produce(batches):
         for batch in batches:
@@ -143,14 +149,7 @@ def test_chunks_of_new_keys_go_straight_into_the_target_with_their_sums(spark, l
     assert not lake.retry_recomputes
     schema = "key string, value string, tokens long"
     queue = spark.createDataFrame([(f"k{i}",) for i in range(12)], "key string")
-    writes = []
-    original = lake.write
-
-    def recording_write(df, name, *args, **kwargs):
-        writes.append(name)
-        return original(df, name, *args, **kwargs)
-
-    lake.write = recording_write
+    writes = recorded_writes(lake)
 
     def produce(batches):
         for batch in batches:

@@ -197,7 +197,9 @@ def run_chunks(
     ``rows``, ``units`` and the caller's ``totals`` (aggregate columns over the chunk's output,
     by name). Where the lake retries a conflicting commit without running the query again
     (delta-rs), a chunk of new keys is one Spark job: the model's rows written into ``target``
-    and committed; elsewhere the chunk is stored first (``chunk_<target>``), then appended.
+    and committed, its sums gathered while they are written (a chunk lost to a kill or a
+    failed commit leaves unlisted files in the target's folder); elsewhere the chunk is stored
+    first (``chunk_<target>``), appended, then summed.
 
     A commit costs what its chunk costs, however large ``target`` has grown: the tasks write
     the chunk's files and the driver commits only their names (no rows pass through it). Rows
@@ -241,17 +243,20 @@ def run_chunks(
         rows = work.where(F.col("_chunk") == chunk)
         part = rows.drop("_chunk", "_replaces").repartition(tasks)
         produced = part.mapInPandas(function, schema, profile=profile)
-        # The chunk's sums gathered while its rows are written, not by a Spark job of their own
-        # (Spark Connect sessions: summed from the stored chunk).
-        observation = Observation(f"chunk_{chunk}_{uuid.uuid4().hex[:8]}") if hasattr(produced, "_jdf") else None
+        # A chunk of new keys on delta-rs: its sums gathered while its rows are written, not by a
+        # Spark job of their own. Elsewhere summed from the stored chunk: a Spark Delta write
+        # (and a Spark Connect session) is not where Observation's metrics are known to arrive.
+        direct = chunk not in replacing and not lake.retry_recomputes and hasattr(produced, "_jdf")
+        observation = Observation(f"chunk_{chunk}_{uuid.uuid4().hex[:8]}") if direct else None
         if observation is not None:
             produced = produced.observe(observation, *sums)
         progress.chunk_started(chunk, chunks)
         try:
-            if observation is not None and chunk not in replacing and not lake.retry_recomputes:
+            if observation is not None:
                 # Straight into the target: one Spark job per chunk, the model's rows written and
-                # committed once (a conflicting commit is retried, never the query). A kill
-                # before the commit leaves files no table version lists: the chunk is asked again.
+                # committed once (a conflicting commit is retried, never the query). A kill before
+                # the commit, or a commit that fails for good, leaves files no table version
+                # lists (disk only, never read), and the rerun asks for the chunk again.
                 lake.write(produced, target, mode="append")
             else:
                 # Stored before committing: a model must not run twice for one row (a Spark writer
