@@ -1,6 +1,7 @@
 """Generation through Spark against the same model server driven directly, measured in one run.
 
     python benchmarks/generate.py [--claims 2] [--backend llama_cpp|vllm|fake] [--model NAME] [--pause S] [--dump FILE]
+                                  [--standalone-runs N] [--set KEY=VALUE ...]
 
 Builds claims from the real Wikidata slice (or --dump, e.g. one of benchmarks/synthetic_dump.py
 for more claims), then:
@@ -11,7 +12,10 @@ for more claims), then:
       rewrites): one at a time for llama.cpp and the fake (their servers run one at a
       time), all at once for vLLM (its server batches them); its start included.
 Prints tokens/s of both and the server starts per slot (GPU, or the machine on CPU); the last
-line is ``generate_vs_standalone r`` with r = (a tokens/s) / (b tokens/s).
+line is ``generate_vs_standalone r`` with r = (a tokens/s) / (b tokens/s; the mean of
+``--standalone-runs``). For llama.cpp also each side's server work, from the server's own
+per-request timings in its log: prompt tokens evaluated, tokens decoded, ms per decoded token
+and the share of the side's wall time the server was busy (idle server, or a slower one).
 
 ``--backend fake --pause S``: misbench's fake server (``llm.backend=fake``), answering one
 request at a time after a fixed pause of S seconds: no model time varies between the two
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import sys
 import tempfile
@@ -46,6 +51,11 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=120)
     parser.add_argument("--dump", default=str(SLICE))
     parser.add_argument("--commit-rows", type=int, default=0, help="0: the profile's generate.commit_rows")
+    parser.add_argument("--standalone-runs", type=int, default=1,
+                        help="drive the server directly this many times (each with its start): the ratio is "
+                             "against their mean, and their spread shows the machine's noise")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a setting for both sides (after the benchmark's own), as misbench --set")
     args = parser.parse_args()
     sys.path.insert(0, str(PROJECT / "lib"))
     import logging
@@ -62,7 +72,7 @@ def main() -> None:
     from misbench.lake import open_lake
     from misbench.llm import SamplingParams
     from misbench.llm.client import model_client
-    from misbench.llm.servers import stop_servers
+    from misbench.llm.servers import registry_dir, stop_servers
     from misbench.spark import get_spark
 
     lake_root = tempfile.mkdtemp(prefix="misbench-bench-generate-")
@@ -87,12 +97,13 @@ def main() -> None:
             # A chunk sized to the engine, as on GPU clusters (conf/databricks_gpu.yaml's commit_rows over its
             # tasks: 512 per engine): vLLM's throughput comes from many requests at once.
             overrides.append("generate.commit_rows=512")
-    cfg = load_config("local", overrides)
+    cfg = load_config("local", [*overrides, *args.set])
     spark = get_spark(cfg)
     lake = open_lake(spark, cfg)
     run_ingest(spark, lake, cfg, [args.dump])
     run_claims(spark, lake, cfg)
 
+    server_logs = registry_dir(cfg.get("llm"))
     report = run_generate(spark, lake, cfg, limit=args.claims)
     # Generation passes only: run_generate also runs quality control between them, which the
     # plain loop does not do; generation_runs records each pass's wall time.
@@ -102,6 +113,7 @@ def main() -> None:
     loads = produced.select("load_id").distinct().collect()
     slots = 1  # one server: the machine's (CPU), or the one GPU a benchmark run uses
     stop_servers(cfg.get("llm"))
+    spark_work, log_offsets = server_work(server_logs, {})
     spark_lengths = [r.tokens_out for r in produced.select("tokens_out").collect()]
     print(f"(a) misbench generate via Spark: {report.generated} texts, {spark_tokens} tokens in "
           f"{spark_s:.1f} s = {spark_tokens / spark_s:.1f} tokens/s; server starts {len(loads)} "
@@ -122,25 +134,73 @@ def main() -> None:
     spark.stop()
 
     standalone_llm = dict(llm, client=dict(llm["client"], max_concurrency=256 if args.backend == "vllm" else 1))
-    started = time.perf_counter()
-    engine = model_client(standalone_llm, "benchmark")
-    tokens = count = 0
-    lengths = []
-    for params, prompts in batches:
-        results = engine.generate(prompts, params)
-        tokens += sum(r.tokens_out for r in results)
-        count += len(results)
-        lengths += [r.tokens_out for r in results]
-    standalone_s = time.perf_counter() - started
-    stop_servers(standalone_llm)
-    print(f"(b) standalone {args.backend}: {count} texts, {tokens} tokens in {standalone_s:.1f} s = "
-          f"{tokens / standalone_s:.1f} tokens/s (load included)")
+    runs = []  # (tokens/s, wall s, tokens, server work) per standalone run
+    for run in range(args.standalone_runs):
+        started = time.perf_counter()
+        engine = model_client(standalone_llm, "benchmark")
+        tokens = count = 0
+        lengths = []
+        for params, prompts in batches:
+            results = engine.generate(prompts, params)
+            tokens += sum(r.tokens_out for r in results)
+            count += len(results)
+            lengths += [r.tokens_out for r in results]
+        standalone_s = time.perf_counter() - started
+        stop_servers(standalone_llm)
+        work, log_offsets = server_work(server_logs, log_offsets)
+        runs.append((tokens / standalone_s, standalone_s, tokens, work))
+        print(f"(b{run + 1}) standalone {args.backend}: {count} texts, {tokens} tokens in {standalone_s:.1f} s = "
+              f"{tokens / standalone_s:.1f} tokens/s (load included)")
     shutil.rmtree(lake_root, ignore_errors=True)
     # Both sides should write texts of the same length: a side whose texts stop early is fast
     # for the wrong reason.
     print(f"tokens per text, min / median / max: via Spark {_spread(spark_lengths)}; standalone {_spread(lengths)}")
+    if spark_work["requests"]:  # llama.cpp: where each side's time went, by the server's own timings
+        sides = [("via Spark", spark_work, spark_s)] + [(f"standalone {i + 1}", work, wall)
+                                                        for i, (_, wall, _, work) in enumerate(runs)]
+        for side, work, wall in sides:
+            print(f"server work {side}: {work['requests']} requests, {work['prompt_tokens']} prompt tokens "
+                  f"evaluated in {work['prompt_s']:.1f} s, {work['decoded']} decoded in {work['decode_s']:.1f} s "
+                  f"({1000 * work['decode_s'] / max(work['decoded'], 1):.1f} ms per token); "
+                  f"busy {work['total_s']:.1f} s of {wall:.1f} s ({work['total_s'] / wall:.0%})")
+    if len(runs) > 1:  # the same work twice: how far this machine's noise moves one side
+        rates = [rate for rate, *_ in runs]
+        print(f"standalone_runs_spread {max(rates) / min(rates):.3f}")
+    standalone_rate = sum(rate for rate, *_ in runs) / len(runs)
     print(f"model_loads_per_engine_slot {len(loads) / slots:.2f}")
-    print(f"generate_vs_standalone {(spark_tokens / spark_s) / (tokens / standalone_s):.3f}")
+    print(f"generate_vs_standalone {(spark_tokens / spark_s) / standalone_rate:.3f}")
+
+
+PERF = re.compile(r"llama_perf_context_print: +(prompt eval|eval|total) time = +([0-9.]+) ms / +([0-9]+) ")
+
+
+def server_work(folder: Path, offsets: dict) -> tuple[dict, dict]:
+    """What the llama.cpp server did for the generation requests, by its own per-request
+    timings (its llama_perf lines) in the server logs of ``folder`` from ``offsets`` on; and
+    the logs' ends, for the next side. A request that decoded at most one token is the quality
+    judge's (a letter's log-probs, between the passes): left out, as the passes' time leaves it
+    out. Another backend's logs have no such lines: zero requests."""
+    work = dict(requests=0, prompt_tokens=0, prompt_s=0.0, decoded=0, decode_s=0.0, total_s=0.0)
+    ends = {}
+    for log in sorted(folder.glob("*.log")):
+        with open(log, "rb") as f:
+            f.seek(offsets.get(log, 0))
+            text = f.read().decode(errors="replace")
+            ends[log] = f.tell()
+        request = {}
+        for kind, ms, count in PERF.findall(text):
+            request[kind] = (float(ms) / 1000, int(count))
+            if kind != "total":
+                continue
+            if "prompt eval" in request and request.get("eval", (0, 0))[1] > 1:
+                work["requests"] += 1
+                work["prompt_s"] += request["prompt eval"][0]
+                work["prompt_tokens"] += request["prompt eval"][1]
+                work["decode_s"] += request["eval"][0]
+                work["decoded"] += request["eval"][1]
+                work["total_s"] += request["total"][0]
+            request = {}
+    return work, ends
 
 
 def _spread(values: list[int]) -> str:
