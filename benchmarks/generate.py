@@ -12,10 +12,12 @@ for more claims), then:
       rewrites): one at a time for llama.cpp and the fake (their servers run one at a
       time), all at once for vLLM (its server batches them); its start included.
 Prints tokens/s of both and the server starts per slot (GPU, or the machine on CPU); the last
-line is ``generate_vs_standalone r`` with r = (a tokens/s) / (b tokens/s; the mean of
-``--standalone-runs``). For llama.cpp also each side's server work, from the server's own
-per-request timings in its log: prompt tokens evaluated, tokens decoded, ms per decoded token
-and the share of the side's wall time the server was busy (idle server, or a slower one).
+line is ``generate_vs_standalone r`` with r = (a tokens/s) / (b tokens/s; over all
+``--standalone-runs``, which all run after (a): the requests exist once (a) has stored them).
+For llama.cpp also each side's server work, from the server's own per-request timings in its
+log: prompt tokens evaluated, tokens decoded, ms per decoded token and the share of the side's
+wall time the server was busy, which tells an idle server from a slower one (the server's
+start is in each side's wall time, not in its busy time).
 
 ``--backend fake --pause S``: misbench's fake server (``llm.backend=fake``), answering one
 request at a time after a fixed pause of S seconds: no model time varies between the two
@@ -39,6 +41,8 @@ from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parents[1]
 SLICE = PROJECT / "tests" / "data" / "wikidata-dump-slice-49.json"
+# One request's timings in a llama.cpp server's log (llama_perf_context_print lines)
+PERF = re.compile(r"llama_perf_context_print: +(prompt eval|eval|total) time = +([0-9.]+) ms / +([0-9]+) ")
 
 
 def main() -> None:
@@ -55,8 +59,11 @@ def main() -> None:
                         help="drive the server directly this many times (each with its start): the ratio is "
                              "against their mean, and their spread shows the machine's noise")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="a setting for both sides (after the benchmark's own), as misbench --set")
+                        help="a setting of the configuration both sides are built from (after the benchmark's "
+                             "own), as misbench --set; spark.* settings reach the Spark side only")
     args = parser.parse_args()
+    if args.standalone_runs < 1:
+        parser.error("--standalone-runs must be 1 or more")
     sys.path.insert(0, str(PROJECT / "lib"))
     import logging
 
@@ -104,6 +111,7 @@ def main() -> None:
     run_claims(spark, lake, cfg)
 
     server_logs = registry_dir(cfg.get("llm"))
+    log_offsets = {log: log.stat().st_size for log in server_logs.glob("*.log")}  # a --set llm.server.dir's older lines
     report = run_generate(spark, lake, cfg, limit=args.claims)
     # Generation passes only: run_generate also runs quality control between them, which the
     # plain loop does not do; generation_runs records each pass's wall time.
@@ -113,7 +121,7 @@ def main() -> None:
     loads = produced.select("load_id").distinct().collect()
     slots = 1  # one server: the machine's (CPU), or the one GPU a benchmark run uses
     stop_servers(cfg.get("llm"))
-    spark_work, log_offsets = server_work(server_logs, {})
+    spark_work, log_offsets = server_work(server_logs, log_offsets)
     spark_lengths = [r.tokens_out for r in produced.select("tokens_out").collect()]
     print(f"(a) misbench generate via Spark: {report.generated} texts, {spark_tokens} tokens in "
           f"{spark_s:.1f} s = {spark_tokens / spark_s:.1f} tokens/s; server starts {len(loads)} "
@@ -154,24 +162,26 @@ def main() -> None:
     shutil.rmtree(lake_root, ignore_errors=True)
     # Both sides should write texts of the same length: a side whose texts stop early is fast
     # for the wrong reason.
-    print(f"tokens per text, min / median / max: via Spark {_spread(spark_lengths)}; standalone {_spread(lengths)}")
+    print(f"tokens per text, min / median / max: via Spark {_spread(spark_lengths)}; "
+          f"standalone (last run) {_spread(lengths)}")
     if spark_work["requests"]:  # llama.cpp: where each side's time went, by the server's own timings
-        sides = [("via Spark", spark_work, spark_s)] + [(f"standalone {i + 1}", work, wall)
-                                                        for i, (_, wall, _, work) in enumerate(runs)]
-        for side, work, wall in sides:
-            print(f"server work {side}: {work['requests']} requests, {work['prompt_tokens']} prompt tokens "
-                  f"evaluated in {work['prompt_s']:.1f} s, {work['decoded']} decoded in {work['decode_s']:.1f} s "
-                  f"({1000 * work['decode_s'] / max(work['decoded'], 1):.1f} ms per token); "
-                  f"busy {work['total_s']:.1f} s of {wall:.1f} s ({work['total_s'] / wall:.0%})")
-    if len(runs) > 1:  # the same work twice: how far this machine's noise moves one side
-        rates = [rate for rate, *_ in runs]
-        print(f"standalone_runs_spread {max(rates) / min(rates):.3f}")
-    standalone_rate = sum(rate for rate, *_ in runs) / len(runs)
+        sides = [("via Spark", spark_work, spark_s, report.generated)] + [
+            (f"standalone {i + 1}", work, wall, count) for i, (_, wall, _, work) in enumerate(runs)]
+        for side, work, wall, texts in sides:
+            print(f"server work {side}: {work['requests']} requests for {texts} texts, {work['prompt_tokens']} "
+                  f"prompt tokens evaluated in {work['prompt_s']:.1f} s, {work['decoded']} decoded in "
+                  f"{work['decode_s']:.1f} s ({1000 * work['decode_s'] / max(work['decoded'], 1):.1f} ms per token); "
+                  f"busy {work['total_s']:.1f} s of {wall:.1f} s ({work['total_s'] / wall:.0%}, the start in the rest)")
+            if work["requests"] != texts:  # a retried task's requests, or a judge's taken for a text's
+                print(f"  note: {side} counted {work['requests']} generation requests for {texts} texts")
+    # pooled over the runs (the same work each time): their tokens over their time
+    standalone_rate = sum(tokens for _, _, tokens, _ in runs) / sum(wall for _, wall, _, _ in runs)
+    if len(runs) > 1:  # the same work twice or more: how far this machine's noise moves one side
+        rates = [run_rate for run_rate, *_ in runs]
+        print(f"standalone_runs_spread {max(rates) / min(rates):.3f}; generate_vs_standalone per run: "
+              + ", ".join(f"{(spark_tokens / spark_s) / r:.3f}" for r in rates))
     print(f"model_loads_per_engine_slot {len(loads) / slots:.2f}")
     print(f"generate_vs_standalone {(spark_tokens / spark_s) / standalone_rate:.3f}")
-
-
-PERF = re.compile(r"llama_perf_context_print: +(prompt eval|eval|total) time = +([0-9.]+) ms / +([0-9]+) ")
 
 
 def server_work(folder: Path, offsets: dict) -> tuple[dict, dict]:

@@ -236,11 +236,12 @@ def test_evaluations_of_two_models_and_a_hoax_evaluation_on_one_lake_at_once(spa
     # as a user runs them: each command with its own engine registry (the tests' shared one
     # would hold one engine per slot for all)
     env = {k: v for k, v in os.environ.items() if k != "MISBENCH_ENGINE_DIR"}
-    # two questions per evaluate (tens of answers, a commit every 2): still most of a minute of
-    # answers each, over the hoax-evaluate's and each other's (all five: 60 each, 3.5 minutes)
-    first_two = ("--settings", "probe", "detection", "--set", "evaluate.limit=2")
-    commands = [command("evaluate", "first-model", 2.0, *first_two),
-                command("evaluate", "second-model", 2.0, *first_two),
+    # each evaluate asks the first 2 of the bench lake's 5 questions by id, at 2 s an answer and
+    # a commit every 2 answers: its answers span tens of seconds, over the hoax-evaluate's and
+    # each other's (with all 5 questions, 60 answers each made this test 3.5 minutes long)
+    two_questions = ("--settings", "probe", "detection", "--set", "evaluate.limit=2")
+    commands = [command("evaluate", "first-model", 2.0, *two_questions),
+                command("evaluate", "second-model", 2.0, *two_questions),
                 command("hoax-evaluate", "first-model", 4.0, "--tasks", "choice")]
     jobs = [subprocess.Popen(c, cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
             for c in commands]
