@@ -57,7 +57,7 @@ def main() -> None:
     parser.add_argument("--commit-rows", type=int, default=0, help="0: the profile's generate.commit_rows")
     parser.add_argument("--standalone-runs", type=int, default=1,
                         help="drive the server directly this many times (each with its start): the ratio is "
-                             "against their mean, and their spread shows the machine's noise")
+                             "against all of them pooled, and their spread shows the machine's noise")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a setting of the configuration both sides are built from (after the benchmark's "
                              "own), as misbench --set; spark.* settings reach the Spark side only")
@@ -142,7 +142,7 @@ def main() -> None:
     spark.stop()
 
     standalone_llm = dict(llm, client=dict(llm["client"], max_concurrency=256 if args.backend == "vllm" else 1))
-    runs = []  # (tokens/s, wall s, tokens, server work) per standalone run
+    runs = []  # (wall s, tokens, server work) per standalone run
     for run in range(args.standalone_runs):
         started = time.perf_counter()
         engine = model_client(standalone_llm, "benchmark")
@@ -156,7 +156,7 @@ def main() -> None:
         standalone_s = time.perf_counter() - started
         stop_servers(standalone_llm)
         work, log_offsets = server_work(server_logs, log_offsets)
-        runs.append((tokens / standalone_s, standalone_s, tokens, work))
+        runs.append((standalone_s, tokens, work))
         print(f"(b{run + 1}) standalone {args.backend}: {count} texts, {tokens} tokens in {standalone_s:.1f} s = "
               f"{tokens / standalone_s:.1f} tokens/s (load included)")
     shutil.rmtree(lake_root, ignore_errors=True)
@@ -166,7 +166,7 @@ def main() -> None:
           f"standalone (last run) {_spread(lengths)}")
     if spark_work["requests"]:  # llama.cpp: where each side's time went, by the server's own timings
         sides = [("via Spark", spark_work, spark_s, report.generated)] + [
-            (f"standalone {i + 1}", work, wall, count) for i, (_, wall, _, work) in enumerate(runs)]
+            (f"standalone {i + 1}", work, wall, count) for i, (wall, _, work) in enumerate(runs)]
         for side, work, wall, texts in sides:
             print(f"server work {side}: {work['requests']} requests for {texts} texts, {work['prompt_tokens']} "
                   f"prompt tokens evaluated in {work['prompt_s']:.1f} s, {work['decoded']} decoded in "
@@ -175,9 +175,9 @@ def main() -> None:
             if work["requests"] != texts:  # a retried task's requests, or a judge's taken for a text's
                 print(f"  note: {side} counted {work['requests']} generation requests for {texts} texts")
     # pooled over the runs (the same work each time): their tokens over their time
-    standalone_rate = sum(tokens for _, _, tokens, _ in runs) / sum(wall for _, wall, _, _ in runs)
+    standalone_rate = sum(tokens for _, tokens, _ in runs) / sum(wall for wall, _, _ in runs)
     if len(runs) > 1:  # the same work twice or more: how far this machine's noise moves one side
-        rates = [run_rate for run_rate, *_ in runs]
+        rates = [tokens / wall for wall, tokens, _ in runs]
         print(f"standalone_runs_spread {max(rates) / min(rates):.3f}; generate_vs_standalone per run: "
               + ", ".join(f"{(spark_tokens / spark_s) / r:.3f}" for r in rates))
     print(f"model_loads_per_engine_slot {len(loads) / slots:.2f}")
