@@ -2,14 +2,17 @@
 
 Stage functions are pure: they build a plan and run nothing. A long stage (hoax) marks the
 frames that several later steps read (``keep``) and the branches that only matter when a frame
-has rows (``has_rows``). ``Lazy``, their default, leaves the plan whole; a job passes
-``LocalCheckpoints``, which computes each marked frame once (``localCheckpoint``: its rows stay
-on the executors, its plan is cut) and skips empty branches, so the plan Spark analyses stays
-small and shared parts are not computed twice.
+has rows (``has_rows``), and the small frames a large one joins that are worth sending to every
+task whole (``broadcast_if_small``). ``Lazy``, their default, leaves the plan whole and the
+join to Spark; a job passes ``LocalCheckpoints``, which computes each marked frame once
+(``localCheckpoint``: its rows stay on the executors, its plan is cut), skips empty branches
+and broadcasts a marked frame whose rows it counted under the limit, so the plan Spark analyses
+stays small and shared parts are not computed twice.
 """
 from __future__ import annotations
 
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 
 class Lazy:
@@ -21,15 +24,24 @@ class Lazy:
     def has_rows(self, frame: DataFrame) -> bool:
         return True  # the branch is planned; with no rows it adds none
 
+    def broadcast_if_small(self, frame: DataFrame, max_rows: int) -> DataFrame:
+        return frame  # Spark chooses the join (its estimate of a derived frame is often far off)
+
 
 class LocalCheckpoints(Lazy):
-    """The jobs' choice: each marked frame computed once, empty branches skipped."""
+    """The jobs' choice: each marked frame computed once, empty branches skipped, small frames broadcast."""
 
     def keep(self, frame: DataFrame) -> DataFrame:
         return frame.localCheckpoint()
 
     def has_rows(self, frame: DataFrame) -> bool:
         return not frame.isEmpty()
+
+    def broadcast_if_small(self, frame: DataFrame, max_rows: int) -> DataFrame:
+        # Spark learns a derived frame is small only at run time (adaptive execution), when it
+        # may have shuffled the large side to join it already; counted here, it never does.
+        kept = frame.localCheckpoint()
+        return F.broadcast(kept) if kept.count() <= max_rows else kept
 
 
 LAZY = Lazy()  # the stage functions' default

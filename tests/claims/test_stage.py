@@ -4,6 +4,7 @@ import pytest
 
 from misbench.claims import stage
 from misbench.claims.relations import Relation, RelationPair
+from misbench.plans import Lazy, LocalCheckpoints
 
 TRIPLE = ("subject_id string, property string, rank string, value_type string, object_id string, "
           "value string, time_precision int, start_time string, end_time string, statement_id string")
@@ -229,3 +230,67 @@ def test_changed_conflicts_name_the_slots_whose_texts_no_longer_fit(spark):
     # b gained a temporal conflict; d is a new claim (nothing of it was stored)
     assert changed == {("a", "temporal"), ("a", "semantic"), ("b", "correct"), ("b", "temporal"), ("c", "factual"),
                        ("c", "correct")}
+
+
+def test_next_on_ring_takes_the_next_candidate_up_and_wraps_round(spark):
+    import random
+
+    from pyspark.sql import functions as F
+
+    rng = random.Random(3)
+    low, high = stage.LOWEST_POINT, -stage.LOWEST_POINT - 1
+    pool, probes = [], []
+    # rings of 1, 2, 3 and 300 candidates (0, 1, 2 and 9 bucket bits), a candidate listed
+    # twice, probes on a candidate's point, at both ends of the hash space and past the top
+    for ring, size in (("one", 1), ("two", 2), ("three", 3), ("many", 300)):
+        points = sorted(rng.randint(low, high) for _ in range(size))
+        pool += [(ring, p, f"{ring}{i}") for i, p in enumerate(points)]
+        probes += [(ring, p, f"{ring}-on-{i}") for i, p in enumerate(points)]
+        probes += [(ring, rng.randint(low, high), f"{ring}-random-{i}") for i in range(200)]
+        probes += [(ring, low, f"{ring}-bottom"), (ring, high, f"{ring}-top"),
+                   (ring, points[-1] + 1, f"{ring}-past")]
+    pool.append(pool[-1])
+    # two candidates at one point (a hash tie): the lower id owns it
+    tie = pool[-2][1]
+    pool.append(("many", tie, "many-tied"))
+    probes.append(("many", tie, "many-on-tie"))
+    probes.append(("empty", 5, "no ring"))
+    pool_df = spark.createDataFrame(pool, "pool_relation string, point long, candidate_id string") \
+        .withColumn("type", F.lit("T"))
+    probes_df = spark.createDataFrame(probes, "pool_relation string, point long, probe string") \
+        .withColumn("type", F.lit("T"))
+    rows = stage.next_on_ring(probes_df, pool_df, ["pool_relation", "type"]).collect()
+    got = {r.probe: r.candidate_id for r in rows}
+    assert len(rows) == len(got)  # one candidate per probe
+
+    def expected(ring, point):
+        members = sorted((p, c) for r, p, c in set(pool) if r == ring)
+        above = [c for p, c in members if p >= point]
+        return above[0] if above else members[0][1]
+
+    assert got == {probe: expected(ring, point) for ring, point, probe in probes if ring != "empty"}
+    assert got["two-past"] == "two0" and got["many-top"] == "many0"
+    # as the jobs run it (rings and arcs counted, then broadcast), and joined by sorting both
+    # sides, as a pool too large to broadcast is
+    checkpointed = stage.next_on_ring(probes_df, pool_df, ["pool_relation", "type"], LocalCheckpoints())
+    assert {r.probe: r.candidate_id for r in checkpointed.collect()} == got
+    threshold = spark.conf.get("spark.sql.autoBroadcastJoinThreshold")
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+    try:
+        sorted_join = stage.next_on_ring(probes_df, pool_df, ["pool_relation", "type"])
+        assert "SortMergeJoin" in sorted_join._jdf.queryExecution().executedPlan().toString()
+        assert sorted(tuple(r) for r in sorted_join.collect()) == sorted(tuple(r) for r in rows)
+    finally:
+        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", threshold)
+
+
+def test_a_frame_is_broadcast_only_when_counted_small(spark):
+    frame = spark.range(3)
+
+    def hinted(plan, limit):
+        kept = plan.broadcast_if_small(frame, limit)
+        return "broadcast" in kept._jdf.queryExecution().logical().toString().lower(), kept.count()
+
+    assert hinted(LocalCheckpoints(), 3) == (True, 3)
+    assert hinted(LocalCheckpoints(), 2) == (False, 3)
+    assert hinted(Lazy(), 10) == (False, 3)  # the stage functions' default leaves it to Spark

@@ -174,6 +174,7 @@ def run_claims(
         reference_date=reference_date,
         attempts=int(cfg.get("claims.substitute_attempts")),
         links=links,
+        plan=LocalCheckpoints(),
     )
     lake.write(conflict_rows, "conflicts_staging")
     conflict_rows = lake.read("conflicts_staging")

@@ -405,14 +405,70 @@ def names_of(labels: DataFrame) -> DataFrame:
         .where(F.col("name").isNotNull()).select("id", normalized(F.col("name")).alias("name")).distinct()
 
 
-def _distinct_by_name(choices: DataFrame, wanted: int) -> DataFrame:
+def _distinct_by_name(choices: DataFrame, wanted: int, name: Column | None = None) -> DataFrame:
     """Per claim, at most ``wanted`` choices with pairwise different names, renumbered
-    0..n-1 in seeded order: the options of one question never read alike."""
-    per_name = Window.partitionBy("claim_id", normalized(F.col("candidate_label"))).orderBy("order")
+    0..n-1 in seeded order: the options of one question never read alike. ``name``: the
+    ``normalized`` label where the rows carry it already (default: worked out here)."""
+    name = normalized(F.col("candidate_label")) if name is None else name
+    per_name = Window.partitionBy("claim_id", name).orderBy("order")
     ranked = Window.partitionBy("claim_id").orderBy("order")
-    return (choices.withColumn("copy", F.row_number().over(per_name)).where("copy = 1")
+    # One shuffle by claim serves both windows; partitioned by (claim, name), the second
+    # window would shuffle again.
+    return (choices.repartition("claim_id").withColumn("copy", F.row_number().over(per_name)).where("copy = 1")
             .withColumn("choice", F.row_number().over(ranked) - 1).where(F.col("choice") < wanted)
             .drop("copy", "order"))
+
+
+# The most bits a ring's buckets take: rings of up to about four million candidates keep
+# about one candidate per bucket; larger ones, a few more.
+RING_BUCKET_BITS = 22
+# Arcs sent whole to every task up to this many (about 2.5 per candidate of a pool, some 60
+# MB): pools of up to about 400,000 candidates.
+RING_BROADCAST_ROWS = 1_000_000
+LOWEST_POINT = -(2 ** 63)  # the bottom of the hash space (seeded_hash is a signed 64-bit hash)
+
+
+def _ring_bucket(point: Column) -> Column:
+    """The bucket of a point on a ring cut into 2^``bits`` buckets (``bits``: a column of the
+    row): its top bits, shifted with the sign (a negative point stays below a positive one), so
+    the buckets follow the order of the points. 0 bits is one bucket: a shift by 64 would leave
+    the point as it is (Java takes shift counts modulo 64)."""
+    return F.when(F.col("bits") == 0, F.lit(0).cast("long")).otherwise(
+        F.call_function("shiftright", point, F.lit(64) - F.col("bits")))
+
+
+def next_on_ring(probes: DataFrame, pool: DataFrame, ring: Sequence[str], plan: Lazy = LAZY) -> DataFrame:
+    """``probes`` (the ``ring`` columns, ``point``, any others) with ``candidate_id``: the
+    candidate of ``pool`` (the ``ring`` columns, ``point``, ``candidate_id``) on the same ring
+    at the lowest point at or above the probe's, or the ring's lowest where there is none (a
+    probe past the top wraps round). Probes of a ring without candidates are dropped.
+
+    Each candidate owns the arc of its ring from the point of the candidate below it
+    (exclusive; the lowest candidate's from the bottom of the hash space) up to its own point,
+    and a probe takes the candidate whose arc holds it. Arcs are cut at bucket borders (about
+    one bucket per candidate of the ring), so the lookup is a join on ring and bucket and then
+    a range test: the probes (claims x types x attempts: millions) are not sorted by ring.
+    ``plan``: where the rings and the arcs, when few, are sent whole to every task
+    (misbench.plans)."""
+    ring = list(ring)
+    rings = pool.groupBy(*ring).agg(
+        F.min_by("candidate_id", F.struct("point", "candidate_id")).alias("wrapped_id"),
+        F.least(F.ceil(F.log2(F.count("*"))), F.lit(RING_BUCKET_BITS)).cast("int").alias("bits")  # 1 candidate: 0
+    ).transform(lambda rings: plan.broadcast_if_small(rings, RING_BROADCAST_ROWS))  # one row per ring
+    below = Window.partitionBy(*ring).orderBy("point", "candidate_id")
+    arcs = (pool.join(rings.select(*ring, "bits"), ring)
+            .withColumn("after", F.lag("point").over(below))
+            .select(*ring, "after", F.col("point").alias("upto"), F.col("candidate_id").alias("next_id"),
+                    F.explode(F.sequence(_ring_bucket(F.coalesce(F.col("after"), F.lit(LOWEST_POINT))),
+                                         _ring_bucket(F.col("point")))).alias("bucket"))
+            .transform(lambda arcs: plan.broadcast_if_small(arcs, RING_BROADCAST_ROWS)))
+    placed = probes.join(rings, ring).withColumn("bucket", _ring_bucket(F.col("point")))
+    point = F.col("probe.point")
+    holds = (F.col("arc.after").isNull() | (F.col("arc.after") < point)) & (point <= F.col("arc.upto"))
+    return placed.alias("probe").join(
+        arcs.alias("arc"), [F.col(f"probe.{c}") == F.col(f"arc.{c}") for c in (*ring, "bucket")] + [holds], "left"
+    ).select(*[F.col(f"probe.{c}") for c in probes.columns],
+             F.coalesce(F.col("arc.next_id"), F.col("probe.wrapped_id")).alias("candidate_id"))
 
 
 def substitutes(
@@ -429,7 +485,8 @@ def substitutes(
     Seeded and deterministic. Each claim probes ``attempts`` pseudo-random points of each of
     its type pools (a hash ring) instead of pairing with whole pools (which can hold
     millions); a pool that gains or loses a candidate changes the probes of its arc only.
-    ``plan``: where the pool and the names, each read twice, are computed once (misbench.plans)."""
+    ``plan``: where the pool and the names, each read several times, are computed once, and
+    the ring lookup's small frames broadcast (misbench.plans)."""
     types = labels.select("id", F.explode("instance_of").alias("type"))
     pool = (
         facts.where(F.col("object_id").isNotNull() & (F.col("rank") != "deprecated"))
@@ -443,53 +500,47 @@ def substitutes(
     # substitutes and the texts written for them (a position in a sorted pool would move
     # every probe behind it).
     pool = pool.withColumn("point", seeded_hash(F.col("candidate_id"), seed)).transform(plan.keep)  # read twice
-    first_on_ring = pool.groupBy("pool_relation", "type").agg(
-        F.min_by("candidate_id", F.struct("point", "candidate_id")).alias("wrapped_id"))
+    # Each claim's true objects (of its truth subject and relation) as one array: tested on
+    # its probes after the lookup, rather than an anti-join that would shuffle every probe.
     claims = candidates.where(F.col("object_id").isNotNull()).select(
-        "claim_id", "pool_relation", "truth_subject", "object_id", "subject_id"
-    )
+        "claim_id", "pool_relation", "truth_subject", "object_id", "subject_id")
+    truth = (facts.where(F.col("object_id").isNotNull())
+             .select(F.col("subject_id").alias("truth_subject"), F.col("property").alias("pool_relation"), "object_id")
+             .join(claims.select("truth_subject", "pool_relation").distinct(), ["truth_subject", "pool_relation"],
+                   "left_semi")
+             .groupBy("truth_subject", "pool_relation").agg(F.collect_set("object_id").alias("true_objects")))
+    claims = claims.join(truth, ["truth_subject", "pool_relation"], "left")
     probes = (
         claims.join(types.withColumnRenamed("id", "object_id"), "object_id")
-        .join(first_on_ring, ["pool_relation", "type"])
         .withColumn("attempt", F.explode(F.sequence(F.lit(0), F.lit(attempts - 1))))
         .withColumn("point", seeded_hash(F.col("claim_id"), F.col("type"), F.col("attempt"), seed))
     )
-    probe_columns = ["claim_id", "truth_subject", "object_id", "subject_id", "attempt", "wrapped_id"]
-    # Pool and probes on one line per ring, from the highest point down (a candidate before a
-    # probe at the same point): the last candidate seen is the probe's next one on the ring.
-    ring = pool.select("pool_relation", "type", "point", "candidate_id", F.lit(0).alias("is_probe"),
-                       *[F.lit(None).cast("string").alias(c) if c != "attempt" else F.lit(None).cast("int").alias(c)
-                         for c in probe_columns]) \
-        .unionByName(probes.select("pool_relation", "type", "point", F.lit(None).cast("string").alias("candidate_id"),
-                                   F.lit(1).alias("is_probe"), *probe_columns))
-    down_the_ring = Window.partitionBy("pool_relation", "type").orderBy(F.col("point").desc(), "is_probe") \
-        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    probed = ring.withColumn("next_id", F.last("candidate_id", ignorenulls=True).over(down_the_ring)) \
-        .where(F.col("is_probe") == 1) \
-        .select("pool_relation", "type", *probe_columns[:-1],
-                F.coalesce("next_id", "wrapped_id").alias("candidate_id"))
-    truth = facts.select(
-        F.col("subject_id").alias("truth_subject"), F.col("property").alias("pool_relation"),
-        F.col("object_id").alias("candidate_id"),
-    ).where(F.col("candidate_id").isNotNull())
+    probed = next_on_ring(probes, pool, ["pool_relation", "type"], plan).drop("point")
+    # Two probes of a claim may land on one candidate. Not made distinct here: the copies
+    # are the same row through every check below, and _distinct_by_name keeps one per name.
+    # (Claims at 10^5 entities: 7.0M rows, 6.3M distinct; the distinct took two shuffles.)
     found = (
         probed
         .where((F.col("candidate_id") != F.col("object_id"))
-               & (F.col("candidate_id") != F.coalesce(F.col("subject_id"), F.lit(""))))
-        .join(truth, ["truth_subject", "pool_relation", "candidate_id"], "left_anti")
+               & (F.col("candidate_id") != F.coalesce(F.col("subject_id"), F.lit("")))
+               & ~F.coalesce(F.array_contains("true_objects", F.col("candidate_id")), F.lit(False)))
         .select("claim_id", "object_id", "candidate_id")
-        .distinct()
     )
-    names = names_of(labels).transform(plan.keep)  # joined twice: the candidate's names and the answer's
-    same_name = (
-        found.join(names.withColumnRenamed("id", "candidate_id"), "candidate_id")
-        .join(names.withColumnRenamed("id", "object_id"), ["object_id", "name"])
-        .select("claim_id", "candidate_id")
+    # Each entity's names as one array, joined to both ends of a row: no name in common is
+    # an array test, where joining name rows and then the rows that matched shuffled every
+    # probe once more.
+    names = names_of(labels).groupBy("id").agg(F.collect_set("name").alias("names")).transform(plan.keep)
+    found = (
+        found.join(names.select(F.col("id").alias("candidate_id"), F.col("names").alias("candidate_names")),
+                   "candidate_id", "left")
+        .join(names.select(F.col("id").alias("object_id"), F.col("names").alias("object_names")), "object_id", "left")
+        .where(~F.coalesce(F.arrays_overlap("candidate_names", "object_names"), F.lit(False)))
+        .select("claim_id", "object_id", "candidate_id")
     )
-    found = found.join(same_name, ["claim_id", "candidate_id"], "left_anti")
     # A name inside the other ("Congo" / "Republic of the Congo"): a text stating the
-    # substitute would name the true answer too.
-    true_names = labels.select(F.col("id").alias("object_id"), F.col("label").alias("true_label"))
+    # substitute would name the true answer too (``contains_words`` both ways, on the words
+    # and names of each label worked out once per entity, not once per probe).
+    true_names = labels.select(F.col("id").alias("object_id"), _words(F.col("label")).alias("true_words"))
     found = found.join(true_names, "object_id", "left")
     if links is not None:
         both_ways = links.select("a", "b").unionByName(links.select(F.col("b").alias("a"), F.col("a").alias("b")))
@@ -497,13 +548,15 @@ def substitutes(
                            ["object_id", "candidate_id"], "left_anti")
     named = found.join(
         labels.select(F.col("id").alias("candidate_id"), F.col("label").alias("candidate_label"),
-                      F.col("description").alias("candidate_description")),
+                      F.col("description").alias("candidate_description"),
+                      _words(F.col("label")).alias("candidate_words"), normalized(F.col("label")).alias("candidate_name")),
         "candidate_id",
     ).where(F.col("candidate_label").isNotNull() & ~F.coalesce(
-        contains_words(F.col("candidate_label"), F.col("true_label"))
-        | contains_words(F.col("true_label"), F.col("candidate_label")), F.lit(False)))
+        (F.instr("candidate_words", F.col("true_words")) > 0) | (F.instr("true_words", F.col("candidate_words")) > 0),
+        F.lit(False)))
     return _distinct_by_name(
-        named.withColumn("order", seeded_hash(F.col("claim_id"), F.col("candidate_id"), seed)), wanted
+        named.withColumn("order", seeded_hash(F.col("claim_id"), F.col("candidate_id"), seed)), wanted,
+        F.col("candidate_name"),
     ).select("claim_id", "candidate_id", "candidate_label", "candidate_description", "choice")
 
 
@@ -569,16 +622,16 @@ def claim_kinds(changes_over_time: Column) -> Column:
 
 def conflicts(
     candidates: DataFrame, facts: DataFrame, labels: DataFrame, templates: DataFrame,
-    seed: int, reference_date: str, attempts: int = 16, links: DataFrame | None = None,
+    seed: int, reference_date: str, attempts: int = 16, links: DataFrame | None = None, plan: Lazy = LAZY,
 ) -> DataFrame:
     """For each kept candidate claim, one conflicting claim per kind (factual and semantic;
     temporal too where the relation changes over time). The kinds share one false object and
     one irrelevant same-type entity (MisBench: one QA pair per claim, its misinformation of
     every kind naming the same false answer; Tables 20-22). Claims without two distinct
-    substitutes get none (the job counts them)."""
+    substitutes get none (the job counts them). ``plan``: the substitute search's (misbench.plans)."""
     kept = candidates.where(F.col("candidate_reason") == KEPT)
     choices = (
-        substitutes(kept, facts, labels, seed, attempts, links=links)
+        substitutes(kept, facts, labels, seed, attempts, links=links, plan=plan)
         .unionByName(_date_substitutes(kept, facts, seed, reference_date))
         .unionByName(_label_substitutes(kept, seed))
     )

@@ -558,6 +558,10 @@ def _distractors(chosen: DataFrame, by_chain: DataFrame, context: DataFrame, see
                                          .alias("distractors")))
 
 
+# What the checks that join the graph read of a candidate (hoax_questions).
+CHECKED_COLUMNS = ("candidate_id", "subject_id", "premise_property", "premise_object", "premise_hop",
+                   "subject_types", "bridge_types", "object_values", "object_born", "object_died", "question",
+                   "answer_text")
 NOT_TRIED = "premise not tried: past the chain's hoax.premises_tried_per_chain"
 PREMISE_TRUE_OF_SUBJECT = "premise holds for the subject, which the clause could describe"
 PREMISE_UNPROVEN_OF_SUBJECT = "premise not proven false of the subject, which the clause could describe"
@@ -676,6 +680,9 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
     # (borders, spouses and twin towns are symmetric; substitutes already avoid the bridge's
     # values, this is the proof written down), and for every value the first hop ever had: a
     # former spouse who matches the description would make the near miss right.
+    # kept: the graph checks below read it three times (their keys, their inputs, the rows
+    # their results join)
+    candidates = candidates.transform(plan.keep)
     statements = facts.where(F.col("object_id").isNotNull()).select("subject_id", "property", "object_id")
     stated = statements.select(F.col("subject_id").alias("holder"), F.col("property").alias("premise_property"),
                                F.col("object_id").alias("premise_object")).unionByName(
@@ -710,8 +717,11 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
         "subject_id", F.col("property").alias("premise_property"), F.lit(True).alias("subject_holds")).distinct()
     subject_value = only_values(facts).where(F.col("object_id").isNotNull()).select(
         "subject_id", F.col("property").alias("premise_property"), F.col("object_id").alias("subject_value"))
-    candidates = (candidates.join(subject_holds, ["subject_id", "premise_property"], "left")
-                  .join(subject_value, ["subject_id", "premise_property"], "left"))
+    # The checks join the graph on narrow rows (a candidate's keys and what the checks read);
+    # the wide rows (labels, templates, the question) join their results once, by candidate.
+    checked = (candidates.select(*CHECKED_COLUMNS)
+               .join(subject_holds, ["subject_id", "premise_property"], "left")
+               .join(subject_value, ["subject_id", "premise_property"], "left"))
     no_types = F.array().cast("array<string>")
     # (a premise on the second hop follows "Which person": it describes no entity named)
     could_describe_subject = (F.col("premise_hop") == 1) & (F.coalesce(F.col("subject_holds"), F.lit(False)) | F.arrays_overlap(
@@ -722,18 +732,18 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
     vias = {r: d.via for r, d in spec.disjoint_premises.items()}
     subject_sets = sets.select("subject_id", F.col("property").alias("via"), F.col("regions").alias("subject_values"),
                                F.col("born").alias("subject_born"), F.col("died").alias("subject_died"))
-    candidates = (candidates.withColumn("via", mapping_column(vias, F.col("premise_property")))
-                  .join(subject_sets, ["subject_id", "via"], "left"))
+    checked = (checked.withColumn("via", mapping_column(vias, F.col("premise_property")))
+               .join(subject_sets, ["subject_id", "via"], "left"))
     proven_of_subject = (
         (F.col("premise_property").isin(list(spec.functional_premises))
          & F.col("subject_value").isNotNull() & (F.col("subject_value") != F.col("premise_object")))
         | (F.col("premise_property").isin(list(vias)) & _apart("subject", "object")))
     ambiguous = ambiguous_ids(labels)
-    candidates = (candidates.join(stated_for, "candidate_id", "left")
-                  .join(ambiguous.select(F.col("id").alias("subject_id"), F.lit(True).alias("subject_ambiguous")),
-                        "subject_id", "left")
-                  .join(ambiguous.select(F.col("id").alias("premise_object"), F.lit(True).alias("object_ambiguous")),
-                        "premise_object", "left"))
+    checked = (checked.join(stated_for, "candidate_id", "left")
+               .join(ambiguous.select(F.col("id").alias("subject_id"), F.lit(True).alias("subject_ambiguous")),
+                     "subject_id", "left")
+               .join(ambiguous.select(F.col("id").alias("premise_object"), F.lit(True).alias("object_ambiguous")),
+                     "premise_object", "left"))
     # The early checks passed in _triage; these are the ones that join the graph.
     checks = (
         F.when(F.col("stated_for_bridge") == 1, F.lit("premise is stated in the graph"))
@@ -746,7 +756,8 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
         .when(F.col("object_ambiguous").isNotNull(), F.lit("premise object's name is ambiguous"))
         .when(contains_words(F.col("question"), F.col("answer_text")), F.lit("question names its near miss"))
     )
-    candidates = candidates.withColumn("reason", checks).transform(plan.keep)
+    checked = checked.withColumn("reason", checks).drop(*[c for c in CHECKED_COLUMNS if c != "candidate_id"])
+    candidates = candidates.join(checked, "candidate_id").transform(plan.keep)
     # Options only for the candidates every other check passed: searched once per second hop
     # (the costly part) and shared by its chains, counted per candidate, and ranked only for
     # the chosen ones.
