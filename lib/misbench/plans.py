@@ -7,7 +7,7 @@ task whole (``broadcast_if_small``). ``Lazy``, their default, leaves the plan wh
 join to Spark; a job passes ``LocalCheckpoints``, which computes each marked frame once
 (``localCheckpoint``: its rows stay on the executors, its plan is cut), skips empty branches
 and broadcasts a marked frame whose rows it counted under the limit, so the plan Spark analyses
-stays small and shared parts are not computed twice.
+stays small and shared parts are not computed twice. ``Counted`` (claims) only counts.
 """
 from __future__ import annotations
 
@@ -42,6 +42,15 @@ class LocalCheckpoints(Lazy):
         # may have shuffled the large side to join it already; counted here, it never does.
         kept = frame.localCheckpoint()
         return F.broadcast(kept) if kept.count() <= max_rows else kept
+
+
+class Counted(Lazy):
+    """Nothing computed early but the small frames' row counts, which decide their broadcast:
+    for a job that stores what it reads twice as tables already (claims), and that runs on
+    Spark Connect servers without a checkpoint store."""
+
+    def broadcast_if_small(self, frame: DataFrame, max_rows: int) -> DataFrame:
+        return F.broadcast(frame) if frame.count() <= max_rows else frame
 
 
 LAZY = Lazy()  # the stage functions' default

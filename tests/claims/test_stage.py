@@ -4,7 +4,7 @@ import pytest
 
 from misbench.claims import stage
 from misbench.claims.relations import Relation, RelationPair
-from misbench.plans import Lazy, LocalCheckpoints
+from misbench.plans import Counted, Lazy, LocalCheckpoints
 
 TRIPLE = ("subject_id string, property string, rank string, value_type string, object_id string, "
           "value string, time_precision int, start_time string, end_time string, statement_id string")
@@ -293,4 +293,6 @@ def test_a_frame_is_broadcast_only_when_counted_small(spark):
 
     assert hinted(LocalCheckpoints(), 3) == (True, 3)
     assert hinted(LocalCheckpoints(), 2) == (False, 3)
+    assert hinted(Counted(), 3) == (True, 3)  # claims': counted, not checkpointed
+    assert hinted(Counted(), 2) == (False, 3)
     assert hinted(Lazy(), 10) == (False, 3)  # the stage functions' default leaves it to Spark

@@ -20,7 +20,7 @@ from misbench.claims.enrich import ENRICHMENT_SCHEMA, enrich_batches
 from misbench.claims.relations import load_pairs, load_relations
 from misbench.config import Config
 from misbench.lake import Lake
-from misbench.plans import LocalCheckpoints
+from misbench.plans import Counted, LocalCheckpoints
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +174,7 @@ def run_claims(
         reference_date=reference_date,
         attempts=int(cfg.get("claims.substitute_attempts")),
         links=links,
-        plan=LocalCheckpoints(),
+        plan=Counted(),  # the substitute search's small frames broadcast; no checkpoints (Spark Connect)
     )
     lake.write(conflict_rows, "conflicts_staging")
     conflict_rows = lake.read("conflicts_staging")
