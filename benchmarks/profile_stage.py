@@ -7,11 +7,13 @@ Builds (or reuses) the synthetic dump of ``--entities`` entities (benchmarks/sca
 lake under benchmarks/out/profile-lake-<N>-s<seed>/ with the tables the stage reads (ingest,
 claims and, for bench, scale.py's stand-in texts; kept for the next profile of that size), then
 runs the stage once with Spark's UI on (``local[2]``, the local profile) and reads Spark's SQL
-REST API: per query its wall time, and per operator the task time, rows and shuffle bytes.
-A query is tied to the misbench line that started it (the action: a table write, a local
-checkpoint, a count) by when it was submitted. Prints the queries by time, then for the
-longest ones their heaviest operators; the raw queries go to
-benchmarks/out/profile-<stage>-<N>.json.
+REST API (per query its wall time and its operators' metrics). A query is tied to the
+misbench line that started it (the action: a table write, a local checkpoint, a count) by when
+it was submitted. Prints the time per misbench line, then for the longest queries their
+heaviest operators (task time) and their largest shuffles (rows, size in memory); the raw
+queries go to benchmarks/out/profile-<stage>-<N>-s<seed>.json (rows per operator are there).
+A second profile of claims or bench on the same lake measures a rerun (claims compares
+with the stored claims).
 
 Operator times are summed over tasks; a whole-stage-codegen block's time includes the
 non-codegen operators under it (a window, a sort-merge join's inputs), so read its rows and
@@ -33,6 +35,7 @@ from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parents[1]
 OUT = PROJECT / "benchmarks" / "out"
+PACKAGE = PROJECT / "lib" / "misbench"
 sys.path.insert(0, str(PROJECT / "benchmarks"))
 sys.path.insert(0, str(PROJECT / "lib"))
 
@@ -45,8 +48,8 @@ TIMED = ("duration", "time in aggregation build", "sort time", "shuffle write ti
 def misbench_lines() -> str:
     """The innermost three misbench call sites of the current stack (plans.py left out: it
     only marks), outermost last."""
-    sites = [f"{frame.filename.split('/misbench/')[-1]}:{frame.lineno}" for frame in traceback.extract_stack()[:-2]
-             if "/misbench/" in frame.filename and not frame.filename.endswith("plans.py")]
+    sites = [f"{Path(frame.filename).relative_to(PACKAGE)}:{frame.lineno}" for frame in traceback.extract_stack()[:-2]
+             if Path(frame.filename).is_relative_to(PACKAGE) and not frame.filename.endswith("plans.py")]
     return " < ".join(reversed(sites[-3:]))
 
 
@@ -148,7 +151,7 @@ def main(argv=None) -> int:
     for query in ran:
         query["misbench"] = started_by(query)
     OUT.mkdir(parents=True, exist_ok=True)
-    raw = OUT / f"profile-{args.stage}-{args.entities}.json"
+    raw = OUT / f"profile-{args.stage}-{args.entities}-s{args.seed}.json"
     raw.write_text(json.dumps(ran))
 
     print(f"[{args.entities}] {args.stage}: {wall:.1f} s, {len(ran)} Spark queries")

@@ -270,10 +270,11 @@ def test_next_on_ring_takes_the_next_candidate_up_and_wraps_round(spark):
 
     assert got == {probe: expected(ring, point) for ring, point, probe in probes if ring != "empty"}
     assert got["two-past"] == "two0" and got["many-top"] == "many0"
-    # as the jobs run it (rings and arcs counted, then broadcast), and joined by sorting both
-    # sides, as a pool too large to broadcast is
-    checkpointed = stage.next_on_ring(probes_df, pool_df, ["pool_relation", "type"], LocalCheckpoints())
-    assert {r.probe: r.candidate_id for r in checkpointed.collect()} == got
+    # as hoax and claims run it (rings and arcs counted, then broadcast), and joined by sorting
+    # both sides, as a pool too large to broadcast is
+    for plan in (LocalCheckpoints(), Counted()):
+        placed = stage.next_on_ring(probes_df, pool_df, ["pool_relation", "type"], plan)
+        assert {r.probe: r.candidate_id for r in placed.collect()} == got
     threshold = spark.conf.get("spark.sql.autoBroadcastJoinThreshold")
     spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
     try:

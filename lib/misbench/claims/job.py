@@ -174,7 +174,9 @@ def run_claims(
         reference_date=reference_date,
         attempts=int(cfg.get("claims.substitute_attempts")),
         links=links,
-        plan=Counted(),  # the substitute search's small frames broadcast; no checkpoints (Spark Connect)
+        # the search's small frames counted and broadcast, nothing checkpointed: the Spark Connect
+        # server the tests run claims on (pysail) has no checkpoint store
+        plan=Counted(),
     )
     lake.write(conflict_rows, "conflicts_staging")
     conflict_rows = lake.read("conflicts_staging")
