@@ -28,29 +28,27 @@ class Lazy:
         return frame  # Spark chooses the join (its estimate of a derived frame is often far off)
 
 
-class LocalCheckpoints(Lazy):
-    """The jobs' choice: each marked frame computed once, empty branches skipped, small frames broadcast."""
-
-    def keep(self, frame: DataFrame) -> DataFrame:
-        return frame.localCheckpoint()
-
-    def has_rows(self, frame: DataFrame) -> bool:
-        return not frame.isEmpty()
-
-    def broadcast_if_small(self, frame: DataFrame, max_rows: int) -> DataFrame:
-        # Spark learns a derived frame is small only at run time (adaptive execution), when it
-        # may have shuffled the large side to join it already; counted here, it never does.
-        kept = frame.localCheckpoint()
-        return F.broadcast(kept) if kept.count() <= max_rows else kept
-
-
 class Counted(Lazy):
     """Nothing computed early but the small frames' row counts, which decide their broadcast:
     for a job that stores what it reads twice as tables already (claims), and that runs on
     Spark Connect servers without a checkpoint store."""
 
     def broadcast_if_small(self, frame: DataFrame, max_rows: int) -> DataFrame:
-        return F.broadcast(frame) if frame.count() <= max_rows else frame
+        # Spark learns a derived frame is small only at run time (adaptive execution), when it
+        # may have shuffled the large side to join it already; counted here, it never does.
+        kept = self.keep(frame)
+        return F.broadcast(kept) if kept.count() <= max_rows else kept
+
+
+class LocalCheckpoints(Counted):
+    """The jobs' choice: each marked frame computed once, empty branches skipped, small frames
+    counted once computed and broadcast."""
+
+    def keep(self, frame: DataFrame) -> DataFrame:
+        return frame.localCheckpoint()
+
+    def has_rows(self, frame: DataFrame) -> bool:
+        return not frame.isEmpty()
 
 
 LAZY = Lazy()  # the stage functions' default

@@ -89,7 +89,12 @@ def _words(text: Column) -> Column:
 
 def contains_words(text: Column, part: Column) -> Column:
     """Whether ``part`` occurs in ``text`` as whole words, ignoring case, accents and punctuation."""
-    return F.instr(_words(text), _words(part)) > 0
+    return _contains_word_forms(_words(text), _words(part))
+
+
+def _contains_word_forms(text_words: Column, part_words: Column) -> Column:
+    """``contains_words`` on the ``_words`` of both sides, where they were worked out before."""
+    return F.instr(text_words, part_words) > 0
 
 
 def word_count(text: Column, part: Column) -> Column:
@@ -552,8 +557,8 @@ def substitutes(
                       _words(F.col("label")).alias("candidate_words"), normalized(F.col("label")).alias("candidate_name")),
         "candidate_id",
     ).where(F.col("candidate_label").isNotNull() & ~F.coalesce(
-        (F.instr("candidate_words", F.col("true_words")) > 0) | (F.instr("true_words", F.col("candidate_words")) > 0),
-        F.lit(False)))
+        _contains_word_forms(F.col("candidate_words"), F.col("true_words"))
+        | _contains_word_forms(F.col("true_words"), F.col("candidate_words")), F.lit(False)))
     return _distinct_by_name(
         named.withColumn("order", seeded_hash(F.col("claim_id"), F.col("candidate_id"), seed)), wanted,
         F.col("candidate_name"),
