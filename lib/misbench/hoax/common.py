@@ -9,6 +9,7 @@ from pyspark.sql import functions as F
 from misbench.claims.stage import KEPT, normalized
 from misbench.hoax.spec import CONTAINMENT, CONTAINS, COUNTRY, HoaxSpec
 from misbench.ids import seeded_hash
+from misbench.plans import LAZY, Lazy
 from misbench.prompts import OPTION_LETTERS
 
 IDK = "I do not know"
@@ -171,15 +172,23 @@ def with_country(rows: DataFrame, facts: DataFrame, labels: DataFrame, spec: Hoa
             .drop("country_found", "subject_country", "bridge_country"))
 
 
-def with_idk_dealt(rows: DataFrame, seed: int) -> DataFrame:
+# Questions up to this many get their "I do not know" slot joined as a broadcast (plan permitting).
+DEALT_BROADCAST_ROWS = 1_000_000
+
+
+def with_idk_dealt(rows: DataFrame, seed: int, plan: Lazy = LAZY) -> DataFrame:
     """Adds ``idk_index`` and ``ordered`` (option and role per letter) to rows with
     ``question_id``, ``reasoning_type``, ``second`` and three ``distractors``. "I do not know"
     is dealt round-robin over A-D within each reasoning type and asked relation, from a seeded
     start: every group's positions are balanced to within one. Distractors fill the other
-    slots in a seeded order."""
+    slots in a seeded order. ``question_id`` must be unique (the slots join back by it)."""
     group = Window.partitionBy("reasoning_type", "second").orderBy(seeded_hash(F.col("question_id"), seed))
     start = F.pmod(seeded_hash(F.col("reasoning_type"), F.col("second"), seed), F.lit(4))
-    rows = rows.withColumn("idk_index", F.pmod(F.row_number().over(group) - 1 + start, F.lit(4)).cast("int"))
+    # Ranked on narrow rows: the groups are few, so the window's sort lands on few tasks;
+    # the wide rows join its result.
+    dealt = rows.select("question_id", F.pmod(F.row_number().over(group) - 1 + start, F.lit(4)).cast("int")
+                        .alias("idk_index"))
+    rows = rows.join(plan.broadcast_if_small(dealt, DEALT_BROADCAST_ROWS), "question_id")
     shuffled = F.transform(F.sort_array(F.transform(
         F.col("distractors"), lambda d: F.struct(seeded_hash(F.col("question_id"), d["option"], seed).alias("k"),
                                                  d["option"].alias("option"), d["role"].alias("role")))),

@@ -163,11 +163,11 @@ def intersection_questions(facts: DataFrame, labels: DataFrame, spec: HoaxSpec, 
                .join(paired.select("candidate_id", F.lit(KEPT).alias("kept")), "candidate_id", "left")
                .join(late, "candidate_id", "left")
                .select("candidate_id", F.coalesce("reason", "late_reason", "kept", F.lit(NO_PARTNER)).alias("reason")))
-    return conform(_assemble(chosen, spec, seed, source)), \
+    return conform(_assemble(chosen, spec, seed, source, plan)), \
         reasons.select("candidate_id", "reason", F.lit(INTERSECTION).alias("pattern"))
 
 
-def _assemble(chosen: DataFrame, spec: HoaxSpec, seed: int, source: str) -> DataFrame:
+def _assemble(chosen: DataFrame, spec: HoaxSpec, seed: int, source: str, plan: Lazy = LAZY) -> DataFrame:
     first_phrase = fill(mapping_column(spec.bridges, F.col("property")), F.col("subject_label"))
     second_phrase = fill(mapping_column(spec.bridges, F.col("b_property")), F.col("b_subject_label"))
     question = F.replace(F.replace(F.replace(F.lit(spec.intersection_question), F.lit("<T>"), F.col("noun")),
@@ -195,7 +195,7 @@ def _assemble(chosen: DataFrame, spec: HoaxSpec, seed: int, source: str) -> Data
             .withColumn("reasoning_type", F.lit(INTERSECTION)).withColumn("second", F.col("b_property"))
             .withColumn("distractors", F.array(option("b_object_label", "near_miss"), option("object_label", "context"),
                                                option("extra_label", "distractor"))))
-    rows = with_idk_dealt(rows, seed)
+    rows = with_idk_dealt(rows, seed, plan)
     hops = F.array(
         F.struct(F.col("subject_id"), F.col("property"), F.col("object_id"), F.lit(None).cast("string").alias("value"),
                  F.col("statement_id"), F.lit(None).cast("string").alias("at")),

@@ -192,7 +192,8 @@ def run_hoax(spark: SparkSession, lake: Lake, cfg: Config) -> HoaxReport:
     replace_old_layout(lake)
     write_partition(lake, questions, "hoax_questions", SOURCE)
     write_partition(lake, stats.select(*[c.split()[0] for c in STATS_SCHEMA.split(", ")]), "hoax_stats", SOURCE)
-    stored = lake.read("hoax_questions").where(F.col("source") == SOURCE).cache()
+    # not cached: each count below reads only the columns it needs
+    stored = lake.read("hoax_questions").where(F.col("source") == SOURCE)
     if settings["reword"]["enabled"]:
         reworded = stored.where(F.col("reworded")).count()
     report = HoaxReport(
@@ -200,8 +201,7 @@ def run_hoax(spark: SparkSession, lake: Lake, cfg: Config) -> HoaxReport:
         by_reasoning={r["reasoning_type"]: r["n"] for r in stored.groupBy("reasoning_type").agg(F.count("*").alias("n")).collect()},
         rejected=_rejected(lake),
         idk_positions=_position_spread(stored), reworded=reworded)
-    for frame in (cached, stored):  # the walk's questions, also where rewording replaced them
-        frame.unpersist()
+    cached.unpersist()  # the walk's questions, also where rewording replaced them
     return report
 
 

@@ -558,22 +558,40 @@ def _distractors(chosen: DataFrame, by_chain: DataFrame, context: DataFrame, see
                                          .alias("distractors")))
 
 
-# What the checks that join the graph read of a candidate (hoax_questions).
-CHECKED_COLUMNS = ("candidate_id", "subject_id", "premise_property", "premise_object", "premise_hop",
-                   "subject_types", "bridge_types", "object_values", "object_born", "object_died", "question",
-                   "answer_text")
+# What the option searches read of a candidate that passed the checks (hoax_questions).
+PASSING_COLUMNS = ANSWER_COLUMNS + ("candidate_id", "chain_id", "subject_label", "premise_hop", "premise_property",
+                                    "premise_object", "answer_types")
+# What with_country reads of a chosen candidate.
+COUNTRY_COLUMNS = ("candidate_id", "subject_id", "bridge_id", "subject_types", "bridge_types", "subject_label",
+                   "bridge_label")
+# Chosen questions up to this many join the wide candidate rows as a broadcast (465k at 10^5
+# entities), not by shuffling those rows.
+CHOSEN_BROADCAST_ROWS = 1_000_000
+# Comparison partners (about 0.3 kB a row) up to this many join the chosen rows as a broadcast.
+PARTNER_BROADCAST_ROWS = 200_000
+# What the checks that join the graph read of a candidate, and its chain for the pick after
+# them (hoax_questions).
+CHECKED_COLUMNS = ("candidate_id", "chain_id", "subject_id", "premise_property", "premise_object", "premise_hop",
+                   "subject_types", "bridge_types", "object_values", "object_born", "object_died",
+                   "names_near_miss")
 NOT_TRIED = "premise not tried: past the chain's hoax.premises_tried_per_chain"
 PREMISE_TRUE_OF_SUBJECT = "premise holds for the subject, which the clause could describe"
 PREMISE_UNPROVEN_OF_SUBJECT = "premise not proven false of the subject, which the clause could describe"
 
 
-def _early_reason() -> Column:
-    """Why a candidate fails before its premise is checked against the graph: labels, the
-    premises of the entity it describes (``premise_reason``), a premise on a hop's relation
-    or naming an entity of the chain. Null: try it."""
+def _unlabelled_reason() -> Column:
+    """Why none of a chain's candidates can be asked: an entity of the chain without a label
+    (on ``chains`` rows). Null: it has its labels."""
     return (F.when(F.col("subject_label").isNull(), F.lit("subject has no label"))
             .when(F.col("bridge_label").isNull(), F.lit("bridge entity has no label"))
-            .when(F.col("answer_text").isNull(), F.lit("answer has no label"))
+            .when(F.col("answer_text").isNull(), F.lit("answer has no label")))
+
+
+def _early_reason() -> Column:
+    """Why a candidate fails before its premise is checked against the graph: its chain's
+    labels (``chain_reason``), the premises of the entity it describes (``premise_reason``),
+    a premise on a hop's relation or naming an entity of the chain. Null: try it."""
+    return (F.when(F.col("chain_reason").isNotNull(), F.col("chain_reason"))
             .when(F.col("premise_property").isNull(),
                   F.when(F.col("premise_hop") == 2, F.lit("answer has no premise relation"))
                   .otherwise(F.lit("bridge entity has no premise relation")))
@@ -600,8 +618,10 @@ def _triage(walked: DataFrame, targets: DataFrame, found: DataFrame, seed: int, 
     the graph; the rest are counted as not tried, so a chain whose tried candidates all fail a
     later check has no question."""
     on_answer = F.col("premise_hop") == 2
-    pairs = (walked.select("chain_id", "subject_id", "first", "bridge_id", "second", "answer_id", "subject_label",
-                           "bridge_label", "answer_text")
+    # The labels' reasons are the chain's: worked out per chain, so that the candidate rows
+    # (dozens per chain) carry no label text.
+    pairs = (walked.select("chain_id", "subject_id", "first", "bridge_id", "second", "answer_id",
+                           _unlabelled_reason().alias("chain_reason"))
              .join(targets, "chain_id")
              .join(found.select(F.col("bridge_id").alias("premise_on"), "premise_property", "premise_object",
                                 "premise_reason"), "premise_on", "left")
@@ -610,15 +630,18 @@ def _triage(walked: DataFrame, targets: DataFrame, found: DataFrame, seed: int, 
                                                    F.coalesce("premise_object", F.lit("")),
                                                    F.when(on_answer, F.lit(SECOND_HOP))))
              .withColumn("reason", _early_reason()))
-    order = Window.partitionBy("chain_id", F.col("reason").isNull()).orderBy(*_seeded_order(seed))
-    pairs = pairs.withColumn("reason", F.when(
-        F.col("reason").isNull() & (F.row_number().over(order) > tried_per_chain), F.lit(NOT_TRIED))
-        .otherwise(F.col("reason"))).transform(plan.keep)
-    settled = pairs.where(F.col("reason").isNotNull()).select(
-        "candidate_id", "chain_id", "subject_id", "first", "bridge_id", "second", "premise_hop", "premise_on",
-        "premise_property", "premise_object", F.lit(None).cast("string").alias("question"), "reason")
-    tried = pairs.where(F.col("reason").isNull()).select("chain_id", "bridge_id", "premise_hop", "premise_on",
-                                                         "premise_property", "premise_object", "candidate_id")
+    keys = ("candidate_id", "chain_id", "subject_id", "first", "bridge_id", "second", "premise_hop", "premise_on",
+            "premise_property", "premise_object")
+    pairs = pairs.select(*keys, "reason").transform(plan.keep)
+    # Only the candidates with no early reason are ranked: the window sorts them alone.
+    order = Window.partitionBy("chain_id").orderBy(*_seeded_order(seed))
+    pending = (pairs.where(F.col("reason").isNull())
+               .withColumn("reason", F.when(F.row_number().over(order) > tried_per_chain, F.lit(NOT_TRIED)))
+               .transform(plan.keep))
+    settled = (pairs.where(F.col("reason").isNotNull()).unionByName(pending.where(F.col("reason").isNotNull()))
+               .select(*keys, F.lit(None).cast("string").alias("question"), "reason"))
+    tried = pending.where(F.col("reason").isNull()).select("chain_id", "bridge_id", "premise_hop", "premise_on",
+                                                           "premise_property", "premise_object", "candidate_id")
     return tried, settled
 
 
@@ -675,13 +698,15 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
                       clause, F.lit(" and is "), asked))
                       .otherwise(F.concat(first_phrase, F.lit(" "), clause)))
                   .withColumn("question", F.when(on_answer, on_answer_question)
-                              .otherwise(fill(F.col("second_question"), F.col("description")))))
+                              .otherwise(fill(F.col("second_question"), F.col("description"))))
+                  # tested here, so that the checks' joins below carry a flag, not the texts
+                  .withColumn("names_near_miss", contains_words(F.col("question"), F.col("answer_text"))))
     # The premise must be absent from the graph in every rank and time, in both directions
     # (borders, spouses and twin towns are symmetric; substitutes already avoid the bridge's
     # values, this is the proof written down), and for every value the first hop ever had: a
     # former spouse who matches the description would make the near miss right.
-    # kept: the graph checks below read it three times (their keys, their inputs, the rows
-    # their results join)
+    # kept: read six times below, each read a projection (the checks' keys and inputs, the
+    # option searches', the country's), then the chosen rows and the returned ones
     candidates = candidates.transform(plan.keep)
     statements = facts.where(F.col("object_id").isNotNull()).select("subject_id", "property", "object_id")
     stated = statements.select(F.col("subject_id").alias("holder"), F.col("property").alias("premise_property"),
@@ -718,7 +743,7 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
     subject_value = only_values(facts).where(F.col("object_id").isNotNull()).select(
         "subject_id", F.col("property").alias("premise_property"), F.col("object_id").alias("subject_value"))
     # The checks join the graph on narrow rows (a candidate's keys and what the checks read);
-    # the wide rows (labels, templates, the question) join their results once, by candidate.
+    # the wide rows (labels, templates, the question) are joined whole by the chosen only.
     checked = (candidates.select(*CHECKED_COLUMNS)
                .join(subject_holds, ["subject_id", "premise_property"], "left")
                .join(subject_value, ["subject_id", "premise_property"], "left"))
@@ -754,14 +779,18 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
                 "premise holds for another value the first hop had")))
         .when(F.col("subject_ambiguous").isNotNull(), F.lit("subject's name is ambiguous"))
         .when(F.col("object_ambiguous").isNotNull(), F.lit("premise object's name is ambiguous"))
-        .when(contains_words(F.col("question"), F.col("answer_text")), F.lit("question names its near miss"))
+        .when(F.col("names_near_miss"), F.lit("question names its near miss"))
     )
-    checked = checked.withColumn("reason", checks).drop(*[c for c in CHECKED_COLUMNS if c != "candidate_id"])
-    candidates = candidates.join(checked, "candidate_id").transform(plan.keep)
+    # From here each candidate's verdict travels on narrow rows; the wide rows are read for
+    # what each step needs, and joined whole only by the chosen questions.
+    # reason: the graph checks' (null: passed them)
+    verdicts = checked.select("candidate_id", "chain_id", checks.alias("reason")).transform(plan.keep)
     # Options only for the candidates every other check passed: searched once per second hop
     # (the costly part) and shared by its chains, counted per candidate, and ranked only for
     # the chosen ones.
-    passing = candidates.where(F.col("reason").isNull())
+    passing = (candidates.select(*PASSING_COLUMNS)
+               .join(verdicts.where(F.col("reason").isNull()).select("candidate_id"), "candidate_id", "left_semi")
+               .transform(plan.keep))
     # distinct, not dropDuplicates: the columns are functions of the key (the second hop of a
     # chain is the only current value), and dropDuplicates' first() over strings sorts every
     # row, which ran out of memory at 10^6 entities.
@@ -770,17 +799,21 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
     by_chain = _chain_options(passing.select("chain_id", "bridge_id", "second", "subject_label").distinct(),
                               by_answer).transform(plan.keep)
     context = _context_options(passing, facts, labels, seed).transform(plan.keep)
-    candidates = candidates.join(_option_counts(passing, by_chain, context), "candidate_id", "left")
     reason = (
         F.when(F.col("reason").isNotNull(), F.col("reason"))
         .when(F.coalesce(F.col("options_found"), F.lit(0)) < 3, F.lit("fewer than three distractors"))
         .otherwise(F.lit(KEPT))
     )
-    candidates = candidates.withColumn("reason", reason).transform(plan.keep)
+    # reason: KEPT, or why not (the options counted)
+    verdicts = (verdicts.join(_option_counts(passing, by_chain, context), "candidate_id", "left")
+                .select("candidate_id", "chain_id", reason.alias("reason")).transform(plan.keep))
     # One question per chain: among its kept premises, the first in seeded order.
     per_chain = Window.partitionBy("chain_id").orderBy(*_seeded_order(seed))
-    kept = candidates.where(F.col("reason") == KEPT).withColumn("pick", F.row_number().over(per_chain))
-    chosen = with_country(kept.where("pick = 1").drop("pick"), facts, labels, spec).transform(plan.keep)
+    kept = verdicts.where(F.col("reason") == KEPT).withColumn("pick", F.row_number().over(per_chain))
+    placed = with_country(candidates.select(*COUNTRY_COLUMNS).join(kept.where("pick = 1").select("candidate_id"),
+                                                                   "candidate_id", "left_semi"), facts, labels, spec)
+    chosen = candidates.join(plan.broadcast_if_small(placed.select("candidate_id", "country", "country_id"),
+                                                     CHOSEN_BROADCAST_ROWS), "candidate_id").transform(plan.keep)
     late = F.when(F.col("pick") > 1, F.lit("another premise chosen for the chain"))
     if countries:  # the country is the chain's: all its kept premises are outside
         among = F.coalesce(F.col("country_id").isin(list(countries)), F.lit(False))
@@ -793,13 +826,15 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
     chosen = with_comparisons(chosen, walked, ambiguous, spec, seed, plan).transform(plan.keep)
     compared = chosen.where(F.col("pattern") == COMPARISON).select(
         "candidate_id", F.lit(ASKED_AS_COMPARISON).alias("compared_reason"))
-    candidates = (candidates.join(passed_over, "candidate_id", "left").join(compared, "candidate_id", "left")
-                  .withColumn("reason", F.coalesce(F.col("late_reason"), F.col("compared_reason"), F.col("reason"))))
-    questions = _assemble(chosen, spec, seed, source)
-    return questions, candidates.select("candidate_id", "chain_id", "subject_id", "first", "bridge_id", "second",
-                                        "premise_hop", "premise_on", "premise_property", "premise_object", "question",
-                                        "reason") \
-        .unionByName(settled).withColumn("pattern", _hop_pattern())
+    # reason: final (a kept candidate passed over for another, or asked as a comparison)
+    verdicts = (verdicts.join(passed_over, "candidate_id", "left").join(compared, "candidate_id", "left")
+                .select("candidate_id", F.coalesce(F.col("late_reason"), F.col("compared_reason"), F.col("reason"))
+                        .alias("reason")))
+    questions = _assemble(chosen, spec, seed, source, plan)
+    judged = candidates.select("candidate_id", "chain_id", "subject_id", "first", "bridge_id", "second",
+                               "premise_hop", "premise_on", "premise_property", "premise_object", "question") \
+        .join(verdicts, "candidate_id")
+    return questions, judged.unionByName(settled).withColumn("pattern", _hop_pattern())
 
 
 def _hop_pattern() -> Column:
@@ -869,7 +904,8 @@ def with_comparisons(chosen: DataFrame, walked: DataFrame, ambiguous: DataFrame,
                 .withColumn("n", F.row_number().over(first_try)).where("n = 1")
                 .drop("n", "attempt", "slot", "second", "bridge_id", "bridge_label", "premise_object", "answer_value",
                       "description"))
-    rows = chosen.join(partners, "candidate_id", "left")
+    # a share of the date questions: sent whole where few (their rows are wide), else shuffled
+    rows = chosen.join(plan.broadcast_if_small(partners, PARTNER_BROADCAST_ROWS), "candidate_id", "left")
     paired = F.col("partner_chain").isNotNull()
     template = mapping_column({r: c.question for r, c in spec.comparisons.items()}, F.col("second"))
     premise_first = F.pmod(seeded_hash(F.col("candidate_id"), seed, "order"), F.lit(2)) == 0
@@ -922,13 +958,12 @@ def _labels(rows: DataFrame, spec: HoaxSpec) -> DataFrame:
         .withColumn("answer_type", answer_type).withColumn("category", category)
 
 
-def _assemble(chosen: DataFrame, spec: HoaxSpec, seed: int,
-              source: str) -> DataFrame:
+def _assemble(chosen: DataFrame, spec: HoaxSpec, seed: int, source: str, plan: Lazy = LAZY) -> DataFrame:
     comparison = F.col("pattern") == COMPARISON
     rows = _labels(chosen, spec).withColumn(
         "question_id", F.when(comparison, stable_id(F.lit("hoax"), F.col("candidate_id"), F.lit(COMPARISON)))
         .otherwise(stable_id(F.lit("hoax"), F.col("candidate_id"))))
-    rows = with_idk_dealt(rows, seed)
+    rows = with_idk_dealt(rows, seed, plan)
     premise_statement = fill(F.col("premise_template"), F.col("premise_on_label"), F.col("premise_object_label"))
     first_statement = F.concat(F.initcap(F.substring(fill(F.col("role"), F.col("subject_label")), 1, 1)),
                                F.substring(fill(F.col("role"), F.col("subject_label")), 2, 10_000),
