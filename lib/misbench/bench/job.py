@@ -77,7 +77,7 @@ def run_bench(spark: SparkSession, lake: Lake, cfg: Config) -> BenchReport:
         int(settings["seed"]), settings["unsure_option"], settings["not_in_options_option"],
         earlier_positions=earlier)
     # computed once: the check below and the write read it (each would run the whole plan,
-    # a third of the job at 10^5 claims)
+    # a third of the job at 10^5 entities)
     questions = questions.localCheckpoint()
     check_options(questions)
     write_partition(lake, versioned(stored, questions, "claim_id", version, id_column="question_id"),
