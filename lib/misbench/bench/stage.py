@@ -71,13 +71,12 @@ def entry_kinds(question: Column, need_correct_entry: bool = False) -> Column:
     return F.array_sort(kinds)
 
 
-def setting_kinds(setting: Column) -> Column:
-    """Per question row: the kinds of misinformation a setting shows it with (the probe
-    shows none)."""
-    row = F.struct("misinformation_texts", "correct_texts")
+def setting_kinds(setting: Column, single_kinds: Column, pair_kinds: Column) -> Column:
+    """The kinds of misinformation a setting shows a question with (the probe shows none),
+    from its ``entry_kinds`` without and with ``need_correct_entry`` and its ``kinds``."""
     return (F.when(setting == "probe", F.array().cast("array<string>"))
-            .when(setting == "single", entry_kinds(row))
-            .when(setting == "pair", entry_kinds(row, need_correct_entry=True))
+            .when(setting == "single", single_kinds)
+            .when(setting == "pair", pair_kinds)
             .otherwise(F.col("kinds")))
 
 
@@ -220,12 +219,19 @@ def bench_stats(questions: DataFrame, left_out: DataFrame, source: str) -> DataF
     """One table for what a user asks of the benchmark's make-up: questions per setting (kind
     null) and per setting and kind (the questions the setting shows misinformation of that
     kind), claims left out of a setting with the reason, and the spread of answer letters."""
-    # per setting: all questions (kind null) and, per kind, those it shows misinformation of that kind
-    per_question = questions.select("source", "kinds", "misinformation_texts", "correct_texts",
-                                    F.explode("settings").alias("setting"))
-    per_setting = per_question.select("source", "setting", F.explode(F.concat(
-        F.array(F.lit(None).cast("string")), setting_kinds(F.col("setting")))).alias("kind")) \
-        .groupBy("source", "setting", "kind").agg(F.count("*").alias("count"))
+    # per setting: all questions (kind null) and, per kind, those it shows misinformation of that kind.
+    # Questions are counted per make-up first (their settings and kinds: a handful of
+    # distinct ones), so the explodes run on those counts, not on every question's texts.
+    question = F.struct("misinformation_texts", "correct_texts")
+    per_makeup = questions.groupBy(
+        "source", "settings", "kinds", entry_kinds(question).alias("single_kinds"),
+        entry_kinds(question, need_correct_entry=True).alias("pair_kinds")).agg(F.count("*").alias("questions"))
+    per_setting = per_makeup.select("source", "kinds", "single_kinds", "pair_kinds", "questions",
+                                    F.explode("settings").alias("setting")) \
+        .select("source", "setting", "questions", F.explode(F.concat(
+            F.array(F.lit(None).cast("string")),
+            setting_kinds(F.col("setting"), F.col("single_kinds"), F.col("pair_kinds")))).alias("kind")) \
+        .groupBy("source", "setting", "kind").agg(F.sum("questions").alias("count"))
     rows = [
         per_setting.select("source", F.lit("questions").alias("stat"), "setting", "kind",
                            F.lit(None).cast("string").alias("role"), F.lit(None).cast("string").alias("letter"),
