@@ -71,13 +71,13 @@ def entry_kinds(question: Column, need_correct_entry: bool = False) -> Column:
     return F.array_sort(kinds)
 
 
-def setting_kinds(setting: Column, single_kinds: Column, pair_kinds: Column) -> Column:
+def setting_kinds(setting: Column, kinds: Column, single_kinds: Column, pair_kinds: Column) -> Column:
     """The kinds of misinformation a setting shows a question with (the probe shows none),
-    from its ``entry_kinds`` without and with ``need_correct_entry`` and its ``kinds``."""
+    from its ``kinds`` and its ``entry_kinds`` without and with ``need_correct_entry``."""
     return (F.when(setting == "probe", F.array().cast("array<string>"))
             .when(setting == "single", single_kinds)
             .when(setting == "pair", pair_kinds)
-            .otherwise(F.col("kinds")))
+            .otherwise(kinds))
 
 
 def role_order(question_id: Column, memory_position: Column, seed: Column | int) -> Column:
@@ -220,8 +220,9 @@ def bench_stats(questions: DataFrame, left_out: DataFrame, source: str) -> DataF
     null) and per setting and kind (the questions the setting shows misinformation of that
     kind), claims left out of a setting with the reason, and the spread of answer letters."""
     # per setting: all questions (kind null) and, per kind, those it shows misinformation of that kind.
-    # Questions are counted per make-up first (their settings and kinds: a handful of
-    # distinct ones), so the explodes run on those counts, not on every question's texts.
+    # Questions are counted per make-up first (their settings, kinds, and the kinds the single
+    # and pair settings show: a handful of distinct ones), so the explodes run on those
+    # counts, not on every question's texts.
     question = F.struct("misinformation_texts", "correct_texts")
     per_makeup = questions.groupBy(
         "source", "settings", "kinds", entry_kinds(question).alias("single_kinds"),
@@ -230,7 +231,8 @@ def bench_stats(questions: DataFrame, left_out: DataFrame, source: str) -> DataF
                                     F.explode("settings").alias("setting")) \
         .select("source", "setting", "questions", F.explode(F.concat(
             F.array(F.lit(None).cast("string")),
-            setting_kinds(F.col("setting"), F.col("single_kinds"), F.col("pair_kinds")))).alias("kind")) \
+            setting_kinds(F.col("setting"), F.col("kinds"), F.col("single_kinds"), F.col("pair_kinds"))))
+        .alias("kind")) \
         .groupBy("source", "setting", "kind").agg(F.sum("questions").alias("count"))
     rows = [
         per_setting.select("source", F.lit("questions").alias("stat"), "setting", "kind",
