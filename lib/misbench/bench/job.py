@@ -16,6 +16,7 @@ from misbench.bench import stage
 from misbench.claims.job import require_one_false_object
 from misbench.config import Config
 from misbench.lake import Lake, drop_older_layout, write_partition
+from misbench.plans import LocalCheckpoints
 from misbench.versions import entering_with, versioned
 
 
@@ -75,7 +76,7 @@ def run_bench(spark: SparkSession, lake: Lake, cfg: Config) -> BenchReport:
     questions, left_out = stage.questions(
         lake.read("claims"), lake.read("conflicts"), current_texts,
         int(settings["seed"]), settings["unsure_option"], settings["not_in_options_option"],
-        earlier_positions=earlier)
+        earlier_positions=earlier, plan=LocalCheckpoints())
     # computed once: the check below and the write read it (each would run the whole plan,
     # a third of the job at 10^5 entities)
     questions = questions.localCheckpoint()
@@ -121,7 +122,8 @@ def run_import(spark: SparkSession, lake: Lake, cfg: Config, paths: list, source
     stored_texts = lake.read("bench_texts").where(F.col("source") == source).select(*stage.TEXT_COLUMNS)
     questions, left_out = stage.questions(claims, conflicts, stored_texts,
                                           int(settings["seed"]), settings["unsure_option"],
-                                          settings["not_in_options_option"], source=source)
+                                          settings["not_in_options_option"], source=source,
+                                          plan=LocalCheckpoints())
     check_options(questions)
     write_partition(lake, entering_with(questions, None), "questions", source)
     stored = lake.read("questions").where(F.col("source") == source)

@@ -30,6 +30,7 @@ from pyspark.sql import functions as F
 from misbench.claims.stage import normalized
 from misbench.styles import ENTRY_STYLE
 from misbench.ids import seeded_hash, stable_id
+from misbench.plans import LAZY, Lazy
 from misbench.prompts import OPTION_LETTERS
 
 ROLES = ("memory", "misinformation", "irrelevant", "unsure", "not_in_options")
@@ -93,7 +94,8 @@ def role_order(question_id: Column, memory_position: Column, seed: Column | int)
 
 def questions(claims: DataFrame, conflicts: DataFrame, texts: DataFrame, seed: int,
               unsure: str = "Unsure", not_in_options: str = "Not in the options",
-              source: str = SOURCE, earlier_positions: DataFrame | None = None) -> tuple[DataFrame, DataFrame]:
+              source: str = SOURCE, earlier_positions: DataFrame | None = None,
+              plan: Lazy = LAZY) -> tuple[DataFrame, DataFrame]:
     """(questions, left_out): one question per claim with at least one passing
     misinformation text of any kind. ``conflicts`` name one false object per claim (the
     claims stage's rule; ``claims.stage.mixed_false_objects`` finds the claims that break it).
@@ -101,7 +103,8 @@ def questions(claims: DataFrame, conflicts: DataFrame, texts: DataFrame, seed: i
     the reason: setting ``all`` is the whole question (kind null) or, with a kind, every
     setting of that kind. ``earlier_positions`` (claim_id, memory_position): the memory answer's
     place in the questions of an earlier benchmark version, kept on a refresh so that a new
-    question does not move the letters of the others (their prompts stay the same)."""
+    question does not move the letters of the others (their prompts stay the same). ``plan``:
+    where the job computes shared frames once (``misbench.plans``)."""
     by_kind = _texts_by_style(texts.where(F.col("kind") != "correct"))
     misinformation = by_kind.groupBy("claim_id").agg(
         F.map_from_entries(F.collect_list(F.struct("kind", "by_style"))).alias("misinformation_texts"))
@@ -129,7 +132,9 @@ def questions(claims: DataFrame, conflicts: DataFrame, texts: DataFrame, seed: i
     reason = (F.when(F.size("kinds") == 0, F.lit("no passing misinformation text"))
               .when(F.col("irrelevant_answer").isNull(), F.lit("no irrelevant answer"))
               .when(~F.coalesce(distinct, F.lit(False)), F.lit("options not distinct after normalisation")))
-    rows = rows.withColumn("reason", reason)
+    # kept: the questions and the left-out counts both read it, and each would otherwise
+    # group every text by claim again (a fifth of the job at 10^5 entities)
+    rows = rows.withColumn("reason", reason).transform(plan.keep)
     settings = F.filter(F.array(
         F.lit("probe"), F.lit("detection"),
         F.when(F.size(singles) > 0, F.lit("single")),
