@@ -77,8 +77,8 @@ def run_bench(spark: SparkSession, lake: Lake, cfg: Config) -> BenchReport:
         lake.read("claims"), lake.read("conflicts"), current_texts,
         int(settings["seed"]), settings["unsure_option"], settings["not_in_options_option"],
         earlier_positions=earlier, plan=LocalCheckpoints())
-    # computed once: the check below and the write read it (each would run the whole plan,
-    # a third of the job at 10^5 entities)
+    # computed once: the check below and the write read it (each would run the deal and
+    # the options again)
     questions = questions.localCheckpoint()
     check_options(questions)
     write_partition(lake, versioned(stored, questions, "claim_id", version, id_column="question_id"),
@@ -120,10 +120,10 @@ def run_import(spark: SparkSession, lake: Lake, cfg: Config, paths: list, source
     # imported sets have no dump version: their rows belong to every benchmark version
     write_partition(lake, entering_with(texts, None), "bench_texts", source)
     stored_texts = lake.read("bench_texts").where(F.col("source") == source).select(*stage.TEXT_COLUMNS)
+    # the lazy plan: release files are small, and it needs no checkpoint store on Spark Connect
     questions, left_out = stage.questions(claims, conflicts, stored_texts,
                                           int(settings["seed"]), settings["unsure_option"],
-                                          settings["not_in_options_option"], source=source,
-                                          plan=LocalCheckpoints())
+                                          settings["not_in_options_option"], source=source)
     check_options(questions)
     write_partition(lake, entering_with(questions, None), "questions", source)
     stored = lake.read("questions").where(F.col("source") == source)

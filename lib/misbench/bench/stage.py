@@ -43,6 +43,10 @@ QUESTION_COLUMNS = [
     "irrelevant_answer", "misinformation_texts", "correct_texts", "pair_misinformation_first", "settings",
 ]
 TEXT_COLUMNS = ["evidence_id", "source", "claim_id", "kind", "style", "text"]
+# Memory answers' places (a claim id and a letter, some 50 bytes a row), earlier and newly
+# dealt, join the questions as a broadcast up to this many (439k at 10^5 entities): joined by
+# a shuffle, the questions' wide rows (their maps of texts) crossed it, 468 MiB at 10^5.
+LETTERS_BROADCAST_ROWS = 1_000_000
 
 
 def passing_texts(slots: DataFrame, verdicts: DataFrame, evidence: DataFrame) -> DataFrame:
@@ -171,10 +175,10 @@ def questions(claims: DataFrame, conflicts: DataFrame, texts: DataFrame, seed: i
     # free slot by level, ties from the seeded start letter on), so retired questions' gaps
     # close. With nothing earlier every level starts at 0: the plain round-robin.
     if earlier_positions is None:
-        earlier_positions = claims.sparkSession.createDataFrame([], "claim_id string, earlier_position int")
+        kept = kept.withColumn("earlier_position", F.lit(None).cast("int"))
     else:
-        earlier_positions = earlier_positions.select("claim_id", F.col("memory_position").alias("earlier_position"))
-    kept = kept.join(earlier_positions, "claim_id", "left")
+        earlier = earlier_positions.select("claim_id", F.col("memory_position").alias("earlier_position"))
+        kept = kept.join(plan.broadcast_if_small(earlier, LETTERS_BROADCAST_ROWS), "claim_id", "left")
     is_new = F.col("earlier_position").isNull()
     held = kept.groupBy("relation").agg(
         *[F.count(F.when(F.col("earlier_position") == letter, 1)).alias(f"held_{letter}") for letter in range(5)],
@@ -190,7 +194,7 @@ def questions(claims: DataFrame, conflicts: DataFrame, texts: DataFrame, seed: i
     deal = Window.partitionBy("relation").orderBy(seeded_hash(F.col("question_id"), "deal", seed), "question_id")
     dealt = kept.where(is_new).withColumn("rank", F.row_number().over(deal)).join(slots, ["relation", "rank"]) \
         .select("claim_id", "dealt")
-    kept = kept.join(dealt, "claim_id", "left") \
+    kept = kept.join(plan.broadcast_if_small(dealt, LETTERS_BROADCAST_ROWS), "claim_id", "left") \
         .withColumn("memory_position", F.coalesce("earlier_position", "dealt").cast("int")) \
         .withColumn("roles", role_order(F.col("question_id"), F.col("memory_position"), seed))
     text_of = F.create_map(
