@@ -73,13 +73,14 @@ def run_bench(spark: SparkSession, lake: Lake, cfg: Config) -> BenchReport:
         if stored is not None else None
     current_texts = lake.read("bench_texts").where(
         (F.col("source") == stage.SOURCE) & F.col("version_left").isNull()).select(*stage.TEXT_COLUMNS)
+    plan = LocalCheckpoints()  # the stage's shared frames computed once each (misbench.plans)
     questions, left_out = stage.questions(
         lake.read("claims"), lake.read("conflicts"), current_texts,
         int(settings["seed"]), settings["unsure_option"], settings["not_in_options_option"],
-        earlier_positions=earlier, plan=LocalCheckpoints())
+        earlier_positions=earlier, plan=plan)
     # computed once: the check below and the write read it (each would run the deal and
     # the options again)
-    questions = questions.localCheckpoint()
+    questions = questions.transform(plan.keep)
     check_options(questions)
     write_partition(lake, versioned(stored, questions, "claim_id", version, id_column="question_id"),
                     "questions", stage.SOURCE)
