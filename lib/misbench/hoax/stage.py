@@ -569,8 +569,8 @@ COUNTRY_COLUMNS = ("candidate_id", "subject_id", "bridge_id", "subject_types", "
 CHOSEN_BROADCAST_ROWS = 1_000_000
 # Comparison partners (about 0.3 kB a row) up to this many join the chosen rows as a broadcast.
 PARTNER_BROADCAST_ROWS = 200_000
-# What the checks that join the graph read of a candidate, and its chain for the pick after
-# them (hoax_questions).
+# What the checks that join the graph read of a candidate, its chain for the pick after them
+# and its hop for hoax_stats (hoax_questions).
 CHECKED_COLUMNS = ("candidate_id", "chain_id", "subject_id", "premise_property", "premise_object", "premise_hop",
                    "subject_types", "bridge_types", "object_values", "object_born", "object_died",
                    "names_near_miss")
@@ -610,13 +610,13 @@ def _seeded_order(seed: int) -> tuple[Column, Column]:
 
 def _triage(walked: DataFrame, targets: DataFrame, found: DataFrame, seed: int, tried_per_chain: int,
             plan: Lazy = LAZY) -> tuple[DataFrame, DataFrame]:
-    """(candidates to try: chain and premise keys, every other candidate with its reason), on
-    narrow rows. A chain has a candidate per premise of the entities its premise may describe
-    (``premise_targets``; dozens for a country: 14 per chain on the synthetic graphs) and
-    yields one question, the first candidate in seeded order that passes every check. Only its
-    first ``tried_per_chain`` candidates with no early reason go through the checks that join
-    the graph; the rest are counted as not tried, so a chain whose tried candidates all fail a
-    later check has no question."""
+    """(candidates to try: chain and premise keys; every other candidate's ``premise_hop``
+    and reason, what ``hoax_stats`` counts), on narrow rows. A chain has a candidate per premise
+    of the entities its premise may describe (``premise_targets``; dozens for a country: 14
+    per chain on the synthetic graphs) and yields one question, the first candidate in seeded
+    order that passes every check. Only its first ``tried_per_chain`` candidates with no early
+    reason go through the checks that join the graph; the rest are counted as not tried, so a
+    chain whose tried candidates all fail a later check has no question."""
     on_answer = F.col("premise_hop") == 2
     # The labels' reasons are the chain's: worked out per chain, so that the candidate rows
     # (dozens per chain) carry no label text.
@@ -625,11 +625,14 @@ def _triage(walked: DataFrame, targets: DataFrame, found: DataFrame, seed: int, 
              .join(targets, "chain_id")
              .join(found.select(F.col("bridge_id").alias("premise_on"), "premise_property", "premise_object",
                                 "premise_reason"), "premise_on", "left")
-             # a bridge premise keeps the id it had before premises on the second hop
-             .withColumn("candidate_id", stable_id(F.col("chain_id"), F.coalesce("premise_property", F.lit("")),
-                                                   F.coalesce("premise_object", F.lit("")),
-                                                   F.when(on_answer, F.lit(SECOND_HOP))))
-             .withColumn("reason", _early_reason()))
+             .withColumn("reason", _early_reason())
+             # Only a candidate with no early reason needs its id (its order, its checks): the
+             # hash is the costliest expression here, and 3.5M of the 7.9M rows at 10^5
+             # entities have an early reason. A bridge premise keeps the id it had before
+             # premises on the second hop.
+             .withColumn("candidate_id", F.when(F.col("reason").isNull(), stable_id(
+                 F.col("chain_id"), F.coalesce("premise_property", F.lit("")), F.coalesce("premise_object", F.lit("")),
+                 F.when(on_answer, F.lit(SECOND_HOP))))))
     keys = ("candidate_id", "chain_id", "subject_id", "first", "bridge_id", "second", "premise_hop", "premise_on",
             "premise_property", "premise_object")
     pairs = pairs.select(*keys, "reason").transform(plan.keep)
@@ -639,43 +642,21 @@ def _triage(walked: DataFrame, targets: DataFrame, found: DataFrame, seed: int, 
                .withColumn("reason", F.when(F.row_number().over(order) > tried_per_chain, F.lit(NOT_TRIED)))
                .transform(plan.keep))
     settled = (pairs.where(F.col("reason").isNotNull()).unionByName(pending.where(F.col("reason").isNotNull()))
-               .select(*keys, F.lit(None).cast("string").alias("question"), "reason"))
+               .select("premise_hop", "reason"))
     tried = pending.where(F.col("reason").isNull()).select("chain_id", "bridge_id", "premise_hop", "premise_on",
                                                            "premise_property", "premise_object", "candidate_id")
     return tried, settled
 
 
-def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], spec: HoaxSpec,
-                   seed: int, attempts: int = 16, source: str = "wikidata",
-                   tried_per_chain: int = 3, countries: Sequence[str] | None = None,
-                   dated_first: DataFrame | None = None,
-                   containment: DataFrame | None = None, plan: Lazy = LAZY) -> tuple[DataFrame, DataFrame]:
-    """(questions, candidates with their reason). ``facts``: claims' ``resolved_facts`` over
-    ``spec.properties``; ``labels``: id, label, description, instance_of, aliases (both
-    checkpointed: they are joined dozens of times); ``dated_first``: ``dated_first_hops``;
-    ``containment``: ``containment_links`` (computed here when not given);
-    ``countries``: country ids a question's country must be one of (None: any)."""
-    if tried_per_chain < 1:
-        raise ValueError(f"hoax.premises_tried_per_chain must be at least 1, not {tried_per_chain}")
-    # Kept (plan.keep: the job's plan checkpoints them) where a frame feeds several branches:
-    # each would recompute the walk, and the plan (templates filled, names normalised, inlined
-    # into every use) grows past what the driver can even print. The inputs are checkpointed by the caller (the job: the
-    # intersection pattern reads them too): each of the dozens of joins below would otherwise
-    # analyse and optimise their whole lineage again, which took two thirds of a run on a
-    # small dump. A local checkpoint is not recomputed if an executor is lost: Spark fails
-    # the stage's run, which a rerun repeats whole.
-    walked = chains(facts, labels, frames, dated_first, spec.dated_role).transform(plan.keep)
-    containment = containment if containment is not None else containment_links(facts).transform(plan.keep)
-    sets = disjoint_value_sets(facts, labels, spec, containment).transform(plan.keep)
-    targets = premise_targets(walked, spec)
-    # one search for both hops' entities: a bridge is often another chain's answer
-    found = premises(facts, labels, frames, targets.select(F.col("premise_on").alias("bridge_id")), spec, seed,
-                     attempts, containment, plan, sets).transform(plan.keep)
-    tried, settled = _triage(walked, targets, found, seed, tried_per_chain, plan)
-    # Wide rows for the tried candidates only (a premise is unique per entity, property, object).
-    candidates = (walked.join(tried, ["chain_id", "bridge_id"])
-                  .join(found.withColumnRenamed("bridge_id", "premise_on"),
-                        ["premise_on", "premise_property", "premise_object"]))
+def _wide_candidates(walked: DataFrame, tried: DataFrame, found: DataFrame, spec: HoaxSpec) -> DataFrame:
+    """The tried candidates' wide rows: the chain's, the premise's (a premise is unique per
+    entity, property, object), and the question with its description."""
+    # The tried rows meet their premise first, then their chain: the chains' wide rows (labels,
+    # types, templates) cross one shuffle where they crossed two, the premises' rows two
+    # where they crossed one (at 10^5 entities the chains' second shuffle was 987 MiB).
+    candidates = (tried.join(found.withColumnRenamed("bridge_id", "premise_on"),
+                             ["premise_on", "premise_property", "premise_object"])
+                  .join(walked, ["chain_id", "bridge_id"]))
     on_answer = F.col("premise_hop") == 2
     described_types = F.coalesce(F.when(on_answer, F.col("answer_types")).otherwise(F.col("bridge_types")),
                                  F.array().cast("array<string>"))
@@ -701,13 +682,45 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
                               .otherwise(fill(F.col("second_question"), F.col("description"))))
                   # tested here, so that the checks' joins below carry a flag, not the texts
                   .withColumn("names_near_miss", contains_words(F.col("question"), F.col("answer_text"))))
+    return candidates
+
+
+def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFrame], spec: HoaxSpec,
+                   seed: int, attempts: int = 16, source: str = "wikidata",
+                   tried_per_chain: int = 3, countries: Sequence[str] | None = None,
+                   dated_first: DataFrame | None = None,
+                   containment: DataFrame | None = None, plan: Lazy = LAZY) -> tuple[DataFrame, DataFrame]:
+    """(questions, the pattern and reason of every candidate of the bridge walk, either hop:
+    what ``hoax_stats`` counts).
+    ``facts``: claims' ``resolved_facts`` over ``spec.properties``; ``labels``: id, label,
+    description, instance_of, aliases (both checkpointed: they are joined dozens of times);
+    ``dated_first``: ``dated_first_hops``; ``containment``: ``containment_links`` (computed
+    here when not given); ``countries``: country ids a question's country must be one of
+    (None: any)."""
+    if tried_per_chain < 1:
+        raise ValueError(f"hoax.premises_tried_per_chain must be at least 1, not {tried_per_chain}")
+    # Kept (plan.keep: the job's plan checkpoints them) where a frame feeds several branches:
+    # each would recompute the walk, and the plan (templates filled, names normalised, inlined
+    # into every use) grows past what the driver can even print. The inputs are checkpointed by the caller (the job: the
+    # intersection pattern reads them too): each of the dozens of joins below would otherwise
+    # analyse and optimise their whole lineage again, which took two thirds of a run on a
+    # small dump. A local checkpoint is not recomputed if an executor is lost: Spark fails
+    # the stage's run, which a rerun repeats whole.
+    walked = chains(facts, labels, frames, dated_first, spec.dated_role).transform(plan.keep)
+    containment = containment if containment is not None else containment_links(facts).transform(plan.keep)
+    sets = disjoint_value_sets(facts, labels, spec, containment).transform(plan.keep)
+    targets = premise_targets(walked, spec)
+    # one search for both hops' entities: a bridge is often another chain's answer
+    found = premises(facts, labels, frames, targets.select(F.col("premise_on").alias("bridge_id")), spec, seed,
+                     attempts, containment, plan, sets).transform(plan.keep)
+    tried, settled = _triage(walked, targets, found, seed, tried_per_chain, plan)
+    # kept: read five times below, each read a projection (the checks' keys and inputs, the
+    # option searches', the country's), then the chosen rows
+    candidates = _wide_candidates(walked, tried, found, spec).transform(plan.keep)
     # The premise must be absent from the graph in every rank and time, in both directions
     # (borders, spouses and twin towns are symmetric; substitutes already avoid the bridge's
     # values, this is the proof written down), and for every value the first hop ever had: a
     # former spouse who matches the description would make the near miss right.
-    # kept: read six times below, each read a projection (the checks' keys and inputs, the
-    # option searches', the country's), then the chosen rows and the returned ones
-    candidates = candidates.transform(plan.keep)
     statements = facts.where(F.col("object_id").isNotNull()).select("subject_id", "property", "object_id")
     stated = statements.select(F.col("subject_id").alias("holder"), F.col("property").alias("premise_property"),
                                F.col("object_id").alias("premise_object")).unionByName(
@@ -784,7 +797,7 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
     # From here each candidate's verdict travels on narrow rows; the wide rows are read for
     # what each step needs, and joined whole only by the chosen questions.
     # reason: the graph checks' (null: passed them)
-    verdicts = checked.select("candidate_id", "chain_id", checks.alias("reason")).transform(plan.keep)
+    verdicts = checked.select("candidate_id", "chain_id", "premise_hop", checks.alias("reason")).transform(plan.keep)
     # Options only for the candidates every other check passed: searched once per second hop
     # (the costly part) and shared by its chains, counted per candidate, and ranked only for
     # the chosen ones.
@@ -806,7 +819,7 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
     )
     # reason: KEPT, or why not (the options counted)
     verdicts = (verdicts.join(_option_counts(passing, by_chain, context), "candidate_id", "left")
-                .select("candidate_id", "chain_id", reason.alias("reason")).transform(plan.keep))
+                .select("candidate_id", "chain_id", "premise_hop", reason.alias("reason")).transform(plan.keep))
     # One question per chain: among its kept premises, the first in seeded order.
     per_chain = Window.partitionBy("chain_id").orderBy(*_seeded_order(seed))
     kept = verdicts.where(F.col("reason") == KEPT).withColumn("pick", F.row_number().over(per_chain))
@@ -828,13 +841,10 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
         "candidate_id", F.lit(ASKED_AS_COMPARISON).alias("compared_reason"))
     # reason: final (a kept candidate passed over for another, or asked as a comparison)
     verdicts = (verdicts.join(passed_over, "candidate_id", "left").join(compared, "candidate_id", "left")
-                .select("candidate_id", F.coalesce(F.col("late_reason"), F.col("compared_reason"), F.col("reason"))
+                .select("premise_hop", F.coalesce(F.col("late_reason"), F.col("compared_reason"), F.col("reason"))
                         .alias("reason")))
     questions = _assemble(chosen, spec, seed, source, plan)
-    judged = candidates.select("candidate_id", "chain_id", "subject_id", "first", "bridge_id", "second",
-                               "premise_hop", "premise_on", "premise_property", "premise_object", "question") \
-        .join(verdicts, "candidate_id")
-    return questions, judged.unionByName(settled).withColumn("pattern", _hop_pattern())
+    return questions, verdicts.unionByName(settled).select(_hop_pattern().alias("pattern"), "reason")
 
 
 def _hop_pattern() -> Column:
