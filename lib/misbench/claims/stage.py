@@ -225,8 +225,8 @@ def resolved_facts(triples: DataFrame, properties: Sequence[str], reference_date
     first_per_answer = Window.partitionBy("subject_id", "property", answer).orderBy(
         "not_counted", F.when(F.col("rank") == "preferred", 0).otherwise(1), "statement_id",
     )
-    # One projection: Spark computes window functions of one partitioning and order in one
-    # pass (a column added per window function was a pass each, five over the statements).
+    # One projection: Spark computes the window functions of one partitioning and order in one
+    # pass (added a column at a time, each was a pass of its own: five over the statements).
     facts = facts.withColumn("not_counted", F.when(counted, 0).otherwise(1)).select(
         "*",
         F.size(F.collect_set(F.when(counted, answer)).over(group)).alias("answers"),
