@@ -633,8 +633,8 @@ def _triage(walked: DataFrame, targets: DataFrame, found: DataFrame, seed: int, 
              .withColumn("candidate_id", F.when(F.col("reason").isNull(), stable_id(
                  F.col("chain_id"), F.coalesce("premise_property", F.lit("")), F.coalesce("premise_object", F.lit("")),
                  F.when(on_answer, F.lit(SECOND_HOP))))))
-    keys = ("candidate_id", "chain_id", "subject_id", "first", "bridge_id", "second", "premise_hop", "premise_on",
-            "premise_property", "premise_object")
+    # what the tried candidates are joined back to their chains and premises by
+    keys = ("candidate_id", "chain_id", "bridge_id", "premise_hop", "premise_on", "premise_property", "premise_object")
     pairs = pairs.select(*keys, "reason").transform(plan.keep)
     # Only the candidates with no early reason are ranked: the window sorts them alone.
     order = Window.partitionBy("chain_id").orderBy(*_seeded_order(seed))
@@ -643,8 +643,7 @@ def _triage(walked: DataFrame, targets: DataFrame, found: DataFrame, seed: int, 
                .transform(plan.keep))
     settled = (pairs.where(F.col("reason").isNotNull()).unionByName(pending.where(F.col("reason").isNotNull()))
                .select("premise_hop", "reason"))
-    tried = pending.where(F.col("reason").isNull()).select("chain_id", "bridge_id", "premise_hop", "premise_on",
-                                                           "premise_property", "premise_object", "candidate_id")
+    tried = pending.where(F.col("reason").isNull()).select(*keys)
     return tried, settled
 
 
@@ -701,11 +700,11 @@ def hoax_questions(facts: DataFrame, labels: DataFrame, frames: dict[str, DataFr
         raise ValueError(f"hoax.premises_tried_per_chain must be at least 1, not {tried_per_chain}")
     # Kept (plan.keep: the job's plan checkpoints them) where a frame feeds several branches:
     # each would recompute the walk, and the plan (templates filled, names normalised, inlined
-    # into every use) grows past what the driver can even print. The inputs are checkpointed by the caller (the job: the
-    # intersection pattern reads them too): each of the dozens of joins below would otherwise
-    # analyse and optimise their whole lineage again, which took two thirds of a run on a
-    # small dump. A local checkpoint is not recomputed if an executor is lost: Spark fails
-    # the stage's run, which a rerun repeats whole.
+    # into every use) grows past what the driver can even print. The inputs are checkpointed
+    # by the caller (the job: the intersection pattern reads them too): each of the dozens of
+    # joins below would otherwise analyse and optimise their whole lineage again, which took
+    # two thirds of a run on a small dump. A local checkpoint is not recomputed if an executor
+    # is lost: Spark fails the stage's run, which a rerun repeats whole.
     walked = chains(facts, labels, frames, dated_first, spec.dated_role).transform(plan.keep)
     containment = containment if containment is not None else containment_links(facts).transform(plan.keep)
     sets = disjoint_value_sets(facts, labels, spec, containment).transform(plan.keep)
